@@ -1,0 +1,28 @@
+"""VTE: a vectorized JAX training environment for ML job schedulers.
+
+    import jax, vte
+    params = vte.EnvParams(num_nodes=64, queue_len=8)
+    obs, state = vte.reset(key, params)
+    obs, state, reward, terminated, truncated, info = vte.step(key, state, action, params)
+
+Every public function is pure, deterministic per key, and works under `jax.jit` and
+`jax.vmap`. The model and its formulas are documented in `vte/MODEL.md`.
+"""
+
+from vte import catalogue, rng, scenario, scoring, twin
+from vte.env import (NODE_FEATURE_NAMES, NODE_FEATURES, REQUEST_FEATURE_NAMES,
+                     REQUEST_FEATURES, get_obs, reset, step, step_env)
+from vte.params import EnvParams, num_actions
+from vte.scoring import measure, node_costs, optimal_action
+from vte.types import (Cluster, Counters, EnvState, Metrics, Nodes, Observation, Requests,
+                       Twin)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "EnvParams", "num_actions", "reset", "step", "step_env", "get_obs",
+    "node_costs", "optimal_action", "measure",
+    "Observation", "EnvState", "Cluster", "Nodes", "Requests", "Twin", "Metrics", "Counters",
+    "NODE_FEATURE_NAMES", "NODE_FEATURES", "REQUEST_FEATURE_NAMES", "REQUEST_FEATURES",
+    "catalogue", "rng", "scenario", "scoring", "twin",
+]

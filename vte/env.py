@@ -1,0 +1,346 @@
+"""The environment: `reset` and `step` tie the scenario, the dynamics, the twin and the
+scoring together.
+
+    obs, state = vte.reset(key, params)
+    obs, state, reward, terminated, truncated, info = vte.step(key, state, action, params)
+
+Observation: `vte.Observation` (see `vte.types`), features built from the twin only.
+Action: int in [0, num_nodes]; `a < num_nodes` places the head request on node a,
+  `a == num_nodes` defers it (it moves to the back of the queue).
+Reward: `-regret`, regret = cost(choice) - cost(optimal action) >= 0. An invalid action
+  (out of range, or a node that is infeasible for the head request) changes nothing in
+  the cluster or the queue and has regret `params.invalid_penalty`.
+Termination: never; truncation after `episode_len` decisions, then the state resets to a
+  fresh scenario and `info["final_observation"]` holds the last observation of the
+  episode that ended (gymnax 1.0 semantics).
+
+Auto-reset is cheap under `jax.vmap`: the batched rule computes new scenarios only in
+steps where some environment is done (`jax.custom_batching.custom_vmap`), instead of in
+every step as a plain `select` would.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from vte import catalogue as C
+from vte import rng, scenario, scoring, twin
+from vte.params import EnvParams
+from vte.types import Counters, EnvState, Observation, Requests
+
+_STREAM_NODES = 0x11
+_STREAM_ARRIVALS = 0x22
+_STREAM_REQUESTS = 0x33
+_SQRT3 = 1.7320508
+
+NODE_FEATURE_NAMES = (
+    "tier_cloud", "tier_edge", "tier_hpc",
+    "cpu_cores/64", "memory_gib/256", "gpus/8", "disk_gib/1000",
+    "gpu_T4", "gpu_A100", "gpu_H100",
+    *(f"label_{name}" for name in C.LABELS),
+    "speed", "bandwidth_gbps/10", "power_idle_w/100", "power_peak_w/1000",
+    "failures_per_hour*100",
+    "up", "cpu_util", "mem_util",
+    "free_cores/64", "free_memory_gib/256", "free_gpus/8", "free_disk_gib/1000",
+    "power_w/1000", "jobs/slots", "delay_from_origin_ms/100", "report_age_steps/10",
+    "exists",
+)
+REQUEST_FEATURE_NAMES = (
+    "valid", "cpu_cores/64", "memory_gib/256", "gpus/8", "disk_gib/1000", "work_hours",
+    "accepts_T4", "accepts_A100", "accepts_H100",
+    *(f"required_{name}" for name in C.LABELS),
+    *(f"rejected_{name}" for name in C.LABELS),
+    *(f"preferred_{name}" for name in C.LABELS),
+    "has_latency_bound", "latency_bound_ms/100", "data_gb/100",
+)
+NODE_FEATURES = len(NODE_FEATURE_NAMES)
+REQUEST_FEATURES = len(REQUEST_FEATURE_NAMES)
+_RESOURCE_SCALE = jnp.array([64.0, 256.0, 8.0, 1000.0], jnp.float32)
+
+
+def _bits(x: jax.Array, n: int) -> jax.Array:
+    return ((x[..., None] >> jnp.arange(n)) & 1).astype(jnp.float32)
+
+
+def request_features(req: Requests) -> jax.Array:
+    """(..., REQUEST_FEATURES) float32 features of requests (any leading shape)."""
+    bound = req.latency_bound < C.NO_LATENCY_BOUND_MS
+    parts = [
+        req.valid[..., None].astype(jnp.float32),
+        req.demand / _RESOURCE_SCALE,
+        (req.work / 3600.0)[..., None],
+        _bits(req.gpu_models, C.NUM_GPU_MODELS)[..., 1:],
+        _bits(req.required, C.NUM_LABELS),
+        _bits(req.rejected, C.NUM_LABELS),
+        _bits(req.preferred, C.NUM_LABELS),
+        bound[..., None].astype(jnp.float32),
+        jnp.where(bound, req.latency_bound / 100.0, 0.0)[..., None],
+        (req.data_gb / 100.0)[..., None],
+    ]
+    out = jnp.concatenate(parts, axis=-1)
+    return jnp.where(req.valid[..., None], out, 0.0)
+
+
+def get_obs(state: EnvState, params: EnvParams) -> Observation:
+    """The observation of a state: the twin's node features, the queue, the action mask."""
+    cl, tw = state.cluster, state.twin
+    head = scoring.head(state.queue)
+    _, feasible, _ = scoring.head_costs(state, params)
+    delay = cl.link_delay[head.origin][cl.site]
+    f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
+    nodes = jnp.concatenate([
+        jax.nn.one_hot(cl.tier, 3),
+        cl.capacity / _RESOURCE_SCALE,
+        jax.nn.one_hot(cl.gpu_model, C.NUM_GPU_MODELS)[:, 1:],
+        _bits(cl.labels, C.NUM_LABELS),
+        jnp.stack([
+            cl.speed, cl.bandwidth / 10000.0, cl.power_idle / 100.0, cl.power_peak / 1000.0,
+            cl.failure_rate * 100.0, f32(tw.up), tw.util, tw.mem_util], axis=-1),
+        tw.free / _RESOURCE_SCALE,
+        jnp.stack([
+            tw.power / 1000.0, tw.jobs / params.slots_per_node,
+            jnp.where(head.valid, delay / 100.0, 0.0), tw.age / 10.0, f32(cl.mask)], axis=-1),
+    ], axis=-1)
+    nodes = jnp.where(cl.mask[:, None], nodes, 0.0)
+    return Observation(
+        nodes=nodes,
+        request=request_features(head),
+        queue=request_features(state.queue),
+        queue_mask=state.queue.valid,
+        weights=state.weights,
+        progress=f32(state.steps) / params.episode_len,
+        action_mask=feasible,
+    )
+
+
+def _zero_counters() -> Counters:
+    z = jnp.zeros((), jnp.int32)
+    return Counters(placed=z, deferred=z, invalid=z, dropped=z, jobs_lost=z, completed=z,
+                    matched=z, regret=jnp.zeros((), jnp.float32),
+                    energy=jnp.zeros((), jnp.float32))
+
+
+def reset_state(key: jax.Array, params: EnvParams) -> EnvState:
+    """A fresh scenario at time 0."""
+    k_cluster, k_nodes, k_queue, k_weights = jax.random.split(key, 4)
+    cluster = scenario.sample_cluster(k_cluster, params)
+    nodes = scenario.initial_nodes(k_nodes, cluster, params)
+    queue = scenario.initial_queue(k_queue, params)
+    if params.sample_weights:
+        weights = 3.0 * jax.random.dirichlet(k_weights, jnp.ones((3,)))
+    else:
+        weights = jnp.broadcast_to(jnp.asarray(params.weights, jnp.float32), (3,))
+    return EnvState(
+        cluster=cluster,
+        nodes=nodes,
+        queue=queue,
+        twin=twin.from_metrics(scoring.measure(cluster, nodes)),
+        counters=_zero_counters(),
+        weights=weights.astype(jnp.float32),
+        time=jnp.zeros((), jnp.float32),
+        steps=jnp.zeros((), jnp.int32),
+    )
+
+
+def reset(key: jax.Array, params: EnvParams) -> tuple[Observation, EnvState]:
+    """Sample a fresh scenario. Returns (obs, state). Pure; works under jit and vmap."""
+    state = reset_state(key, params)
+    return get_obs(state, params), state
+
+
+# --------------------------------------------------------------------------
+# Queue operations (the queue is compacted: valid requests first, head at 0)
+# --------------------------------------------------------------------------
+
+def _advance_queue(queue: Requests, pop: jax.Array, rotate: jax.Array) -> Requests:
+    """Remove the head (`pop`) or move it to the back of the valid requests (`rotate`)."""
+    k = queue.valid.shape[0]
+    count = jnp.sum(queue.valid)
+    idx = jnp.arange(k)
+    hd = scoring.head(queue)
+
+    def shift(x, h):
+        rolled = jnp.roll(x, -1, axis=0)
+        at_end = (idx == count - 1).reshape((k,) + (1,) * (x.ndim - 1))
+        return jnp.where(at_end, h, rolled)
+
+    shifted = jax.tree_util.tree_map(shift, queue, hd)
+    shifted = shifted.replace(valid=idx < count - pop.astype(count.dtype))
+    move = pop | rotate
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(move, a, b), shifted, queue)
+
+
+def _append(queue: Requests, new: Requests, n_new: jax.Array) -> tuple[Requests, jax.Array]:
+    """Append the first `n_new` of `new` (leading axis MAX_ARRIVALS); returns (queue, dropped)."""
+    k = queue.valid.shape[0]
+    m = new.valid.shape[0]
+    count = jnp.sum(queue.valid)
+    idx = jnp.arange(k)
+    take = (idx >= count) & (idx < count + n_new)
+    src = jnp.clip(idx - count, 0, m - 1)
+
+    def put(q, nw):
+        t = take.reshape((k,) + (1,) * (q.ndim - 1))
+        return jnp.where(t, nw[src], q)
+
+    out = jax.tree_util.tree_map(put, queue, new)
+    out = out.replace(valid=queue.valid | take)
+    dropped = jnp.maximum(count + n_new - k, 0)
+    return out, dropped.astype(jnp.int32)
+
+
+# --------------------------------------------------------------------------
+# Step
+# --------------------------------------------------------------------------
+
+def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
+    """One decision and one time advance, without auto-reset.
+
+    Returns (obs, state, reward, terminated, truncated, info).
+    """
+    n = params.num_nodes
+    seed = rng.seed_from_key(key)
+    cl, nd, q = state.cluster, state.nodes, state.queue
+    hd = scoring.head(q)
+
+    # SCORE THE DECISION (ground truth)
+    costs, feasible, br = scoring.head_costs(state, params)
+    opt = scoring.argmin_feasible(costs, feasible)
+    a = jnp.asarray(action).astype(jnp.int32)
+    a_c = jnp.clip(a, 0, n)
+    valid = (a >= 0) & (a <= n) & feasible[a_c]
+    place = valid & (a_c < n)
+    defer = valid & (a_c == n) & hd.valid
+    opt_cost = costs[opt]
+    regret = jnp.where(valid, costs[a_c] - opt_cost, params.invalid_penalty)
+    cost = opt_cost + regret
+    node = jnp.minimum(a_c, n - 1)
+    completion = jnp.where(place, br.completion_time[node], 0.0)
+    energy = jnp.where(place, br.energy[node], 0.0)
+    failure_prob = jnp.where(place, br.failure_prob[node], 0.0)
+
+    # PLACE THE HEAD REQUEST (one-hot writes, no scatter)
+    slot = jnp.argmin(nd.job_active[node])
+    cell = ((jnp.arange(n) == node) & place)[:, None] & (jnp.arange(params.slots_per_node) == slot)
+    nd = nd.replace(
+        job_active=nd.job_active | cell,
+        job_demand=jnp.where(cell[..., None], hd.demand, nd.job_demand),
+        job_end=jnp.where(cell, state.time + completion, nd.job_end),
+    )
+    q = _advance_queue(q, place, defer)
+
+    # ADVANCE TIME: completions, failures, background load
+    t1 = state.time + params.step_seconds
+    finished = nd.job_active & (nd.job_end <= t1)
+    active = nd.job_active & ~finished
+    w = rng.words(seed, _STREAM_NODES, (n, 3))
+    passed = t1 >= nd.recover_at
+    next_fail, next_recover = scenario.failure_window(w[:, :2], nd.recover_at, cl, params)
+    fail_at = jnp.where(passed, next_fail, nd.fail_at)
+    recover_at = jnp.where(passed, next_recover, nd.recover_at)
+    down = (fail_at <= t1) & (t1 < recover_at)
+    lost = active & down[:, None]
+    active = active & ~down[:, None]
+    noise = (2.0 * rng.to_uniform(w[:, 2]) - 1.0) * _SQRT3
+    bg = nd.bg_load + params.bg_reversion * (scenario.daily_bg_mean(cl, t1) - nd.bg_load)
+    bg = jnp.clip(bg + params.bg_volatility * noise, 0.0, C.BG_MAX)
+    nd = nd.replace(bg_load=bg, up=~down, fail_at=fail_at, recover_at=recover_at,
+                    job_active=active)
+
+    # ARRIVALS
+    wa = rng.words(seed, _STREAM_ARRIVALS, (C.MAX_ARRIVALS,))
+    n_new = jnp.sum(rng.to_uniform(wa) < params.arrival_rate / C.MAX_ARRIVALS)
+    new = scenario.sample_requests(
+        rng.words(seed, _STREAM_REQUESTS, (C.MAX_ARRIVALS, scenario.NUM_REQUEST_WORDS)), params)
+    q, dropped = _append(q, new, n_new)
+
+    # DIGITAL TWIN
+    tw = twin.update_from_seed(state.twin, scoring.measure(cl, nd), cl, seed, params)
+
+    n_lost = jnp.sum(lost).astype(jnp.int32)
+    matched = a == opt
+    c = state.counters
+    counters = c.replace(
+        placed=c.placed + place, deferred=c.deferred + defer, invalid=c.invalid + ~valid,
+        dropped=c.dropped + dropped, jobs_lost=c.jobs_lost + n_lost,
+        completed=c.completed + jnp.sum(finished).astype(jnp.int32),
+        matched=c.matched + matched, regret=c.regret + regret, energy=c.energy + energy)
+    state = state.replace(nodes=nd, queue=q, twin=tw, counters=counters, time=t1,
+                          steps=state.steps + 1)
+    truncated = state.steps >= params.episode_len
+    terminated = jnp.zeros((), bool)
+    info = {
+        "optimal_action": opt,
+        "optimal_cost": opt_cost,
+        "cost": cost,
+        "regret": regret,
+        "matched_optimal": matched,
+        "invalid_action": ~valid,
+        "placed": place,
+        "deferred": defer,
+        "completion_time": completion,
+        "energy": energy,
+        "failure_prob": failure_prob,
+        "dropped": dropped,
+        "jobs_lost": n_lost,
+        "counters": counters,
+    }
+    return get_obs(state, params), state, -regret, terminated, truncated, info
+
+
+# --------------------------------------------------------------------------
+# Auto-reset, batched without paying for a reset in every step
+# --------------------------------------------------------------------------
+
+@jax.custom_batching.custom_vmap
+def _reset_if_done(key, obs, state, done, params):
+    return lax.cond(done, lambda: reset(key, params), lambda: (obs, state))
+
+
+@_reset_if_done.def_vmap
+def _reset_if_done_batched(axis_size, in_batched, key, obs, state, done, params):
+    k_b, o_b, s_b, d_b, p_b = in_batched
+
+    def batch(tree, batched):
+        return jax.tree_util.tree_map(
+            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)),
+            tree, batched)
+
+    key, obs, state, done, params = (batch(key, k_b), batch(obs, o_b), batch(state, s_b),
+                                     batch(done, d_b), batch(params, p_b))
+
+    def do_reset():
+        new_obs, new_state = jax.vmap(reset)(key, params)
+
+        def pick(new, old):
+            return jnp.where(done.reshape((axis_size,) + (1,) * (new.ndim - 1)), new, old)
+
+        return (jax.tree_util.tree_map(pick, new_obs, obs),
+                jax.tree_util.tree_map(pick, new_state, state))
+
+    out = lax.cond(jnp.any(done), do_reset, lambda: (obs, state))
+    return out, jax.tree_util.tree_map(lambda _: True, out)
+
+
+def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
+    """Take `action` for the head request, advance time, auto-reset at episode end.
+
+    Args:
+      key: JAX key for this step's randomness (arrivals, failures, load, twin).
+      state: the current `EnvState`.
+      action: () int, in [0, num_nodes]; num_nodes = defer. Anything else is invalid.
+      params: `EnvParams`.
+    Returns:
+      obs, state, reward () float32, terminated () bool, truncated () bool, info dict with
+      `optimal_action`, `regret`, `cost`, `optimal_cost`, `matched_optimal`,
+      `invalid_action`, `placed`, `deferred`, `completion_time` (s), `energy` (J),
+      `failure_prob`, `dropped`, `jobs_lost`, `counters` (episode totals before any reset)
+      and `final_observation` (the observation before any reset).
+    """
+    k_step, k_reset = jax.random.split(key)
+    obs, state, reward, terminated, truncated, info = step_env(k_step, state, action, params)
+    obs_out, state_out = _reset_if_done(k_reset, obs, state, terminated | truncated, params)
+    info["final_observation"] = obs
+    return obs_out, state_out, reward, terminated, truncated, info

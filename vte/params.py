@@ -1,0 +1,225 @@
+"""Environment parameters: what a scenario looks like and how decisions are scored.
+
+`EnvParams` travels as an argument to every call (gymnax style), so one compiled
+function serves many parameter sets and `jax.vmap` can run over the float fields.
+Integer fields that fix array shapes are static (changing them recompiles).
+
+Every field is checked when the object is built from concrete values: an
+impossible value raises `ValueError` naming the field, the value and what is
+allowed, before any work starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from flax import struct
+
+from vte import catalogue
+
+# Sum-to-one tolerance for share vectors.
+_SHARE_TOL = 1e-4
+
+
+@struct.dataclass
+class EnvParams:
+    """Parameters of the cluster simulator.
+
+    Shapes (static; changing one recompiles):
+      num_nodes: N, nodes per cluster (padded size; see `active_nodes`).
+      queue_len: K, requests the queue holds; arrivals beyond it are dropped.
+      num_sites: S, sites (vertex pools) that nodes and request origins sit in.
+      slots_per_node: J, running jobs a node can host at once (kubelet's max pods).
+      episode_len: decisions per episode; then `truncated` is set and the env resets.
+      sample_weights: draw the objective weights per episode (Dirichlet(1,1,1),
+        times 3) instead of using `weights`; the policy sees them in the observation.
+
+    Scenario mix (float, vmappable):
+      active_nodes: nodes that exist (1..N); the rest are masked off. 0 (default)
+        means all N.
+      tier_shares: (cloud, edge, hpc) shares of nodes, summing to 1.
+      gpu_node_share: share of cloud and HPC nodes that carry GPUs, in [0, 1].
+      load_shares: (low 5-25 %, medium 25-65 %, high 65-95 %) background CPU
+        load profiles of nodes, summing to 1.
+      archetype_shares: request archetypes in `catalogue.ARCHETYPES` order
+        (cpu_heavy, mem_heavy, gpu_job, small_short, balanced), summing to 1.
+      arrival_rate: mean requests arriving per step, in [0, 4]
+        (Binomial(4, arrival_rate / 4) arrivals per step).
+      initial_queue_fill: share of the queue filled at reset, in [0, 1].
+
+    Time and dynamics:
+      step_seconds: simulated seconds between two decisions (> 0).
+      failure_rate_scale: multiplies every node's failure rate (>= 0); the
+        scoring and the simulated failures use the same scaled rate.
+      repair_hours: mean time to repair a failed node, hours (> 0).
+      bg_reversion: per-step pull of background load to its daily mean, [0, 1].
+      bg_volatility: std of the per-step background load change, [0, 0.5].
+      contention: slowdown per unit of CPU utilisation, completion time is
+        multiplied by (1 + contention * util), >= 0.
+
+    Digital twin (exact by default):
+      twin_noise: relative std of reported metrics, [0, 1].
+      twin_report_prob: probability that a node's metrics arrive in a step
+        (1 = fresh every step; lower = stale), (0, 1].
+
+    Scoring:
+      weights: (performance, energy, reliability) weights, each >= 0, finite.
+      pref_penalty: cost per missing preferred label, >= 0.
+      defer_penalty: extra cost of deferring when a node was feasible, > 0.
+      invalid_penalty: regret of an invalid action, > 0.
+    """
+
+    num_nodes: int = struct.field(pytree_node=False, default=64)
+    queue_len: int = struct.field(pytree_node=False, default=8)
+    num_sites: int = struct.field(pytree_node=False, default=4)
+    slots_per_node: int = struct.field(pytree_node=False, default=8)
+    episode_len: int = struct.field(pytree_node=False, default=128)
+    sample_weights: bool = struct.field(pytree_node=False, default=False)
+
+    active_nodes: Any = 0
+    tier_shares: Any = (0.5, 0.2, 0.3)
+    gpu_node_share: Any = 0.375
+    load_shares: Any = (0.4, 0.4, 0.2)
+    archetype_shares: Any = (0.25, 0.20, 0.25, 0.15, 0.15)
+    arrival_rate: Any = 1.0
+    initial_queue_fill: Any = 0.5
+
+    step_seconds: Any = 300.0
+    failure_rate_scale: Any = 1.0
+    repair_hours: Any = 1.0
+    bg_reversion: Any = 0.1
+    bg_volatility: Any = 0.03
+    contention: Any = 1.0
+
+    twin_noise: Any = 0.0
+    twin_report_prob: Any = 1.0
+
+    weights: Any = (1.0, 1.0, 1.0)
+    pref_penalty: Any = 0.1
+    defer_penalty: Any = 0.5
+    invalid_penalty: Any = 1.0
+
+    def __post_init__(self):
+        if _is_user_value(self):
+            _validate(self)
+
+
+# --------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------
+
+def _is_user_value(p: EnvParams) -> bool:
+    """False when JAX rebuilds the params with tracers or per-leaf placeholders (e.g. the
+    batched flags of `vmap`); those are not user input and are not validated."""
+    for leaf in jax.tree_util.tree_leaves(p):
+        if isinstance(leaf, (bool, np.bool_, jax.core.Tracer)):
+            return False
+        if not isinstance(leaf, (int, float, np.number, np.ndarray, jax.Array)):
+            return False
+    return True
+
+
+def _concrete(value) -> np.ndarray | None:
+    """The value as a float64 array if it is concrete, else None (tracers, placeholders)."""
+    leaves = jax.tree_util.tree_leaves(value)
+    if not leaves:
+        return None
+    out = []
+    for leaf in leaves:
+        if isinstance(leaf, jax.core.Tracer):
+            return None
+        if isinstance(leaf, (bool, int, float, np.number, np.ndarray, jax.Array)):
+            try:
+                out.append(np.asarray(leaf, dtype=np.float64).ravel())
+            except (TypeError, ValueError):
+                return None
+        else:
+            return None
+    return np.concatenate(out)
+
+
+def _fail(name: str, value, allowed: str):
+    raise ValueError(f"EnvParams.{name}={value!r} is invalid: allowed {allowed}")
+
+
+def _check_static_int(name: str, value, lo: int, hi: int):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        _fail(name, value, f"an integer in [{lo}, {hi}]")
+    if not lo <= int(value) <= hi:
+        _fail(name, value, f"an integer in [{lo}, {hi}]")
+
+
+def _check_range(p: EnvParams, name: str, lo: float, hi: float,
+                 lo_open: bool = False, size: int | None = None):
+    value = getattr(p, name)
+    arr = _concrete(value)
+    if arr is None:
+        return
+    if size is not None:
+        # A batch of vectors (vmap over params) is allowed: last axis is the vector.
+        shape = np.shape(np.asarray(jax.tree_util.tree_leaves(value)[0])) if not isinstance(
+            value, (tuple, list)) else (len(value),)
+        if shape[-1:] != (size,):
+            _fail(name, value, f"{size} values")
+    bad = ~np.isfinite(arr) | (arr < lo) | (arr > hi) | ((arr == lo) if lo_open else False)
+    if np.any(bad):
+        lb = "(" if lo_open else "["
+        _fail(name, value, f"finite values in {lb}{lo}, {hi}]")
+
+
+def _check_shares(p: EnvParams, name: str, size: int):
+    _check_range(p, name, 0.0, 1.0, size=size)
+    arr = _concrete(getattr(p, name))
+    if arr is None:
+        return
+    sums = arr.reshape(-1, size).sum(axis=1)
+    if np.any(np.abs(sums - 1.0) > _SHARE_TOL):
+        _fail(name, getattr(p, name), f"{size} shares in [0, 1] that sum to 1")
+
+
+def _validate(p: EnvParams):
+    _check_static_int("num_nodes", p.num_nodes, 1, 1 << 16)
+    _check_static_int("queue_len", p.queue_len, 1, 1 << 12)
+    _check_static_int("num_sites", p.num_sites, 1, 64)
+    _check_static_int("slots_per_node", p.slots_per_node, 1, 256)
+    _check_static_int("episode_len", p.episode_len, 1, 1 << 24)
+    if not isinstance(p.sample_weights, (bool, np.bool_)):
+        _fail("sample_weights", p.sample_weights, "True or False")
+
+    active = _concrete(p.active_nodes)
+    if active is not None and (np.any(active != np.round(active)) or np.any(active < 0)
+                               or np.any(active > p.num_nodes)):
+        _fail("active_nodes", p.active_nodes,
+              f"0 (all nodes) or an integer in [1, num_nodes={p.num_nodes}]")
+
+    _check_shares(p, "tier_shares", 3)
+    _check_shares(p, "load_shares", 3)
+    _check_shares(p, "archetype_shares", len(catalogue.ARCHETYPES))
+    _check_range(p, "gpu_node_share", 0.0, 1.0)
+    _check_range(p, "arrival_rate", 0.0, float(catalogue.MAX_ARRIVALS))
+    _check_range(p, "initial_queue_fill", 0.0, 1.0)
+
+    _check_range(p, "step_seconds", 0.0, 1e7, lo_open=True)
+    _check_range(p, "failure_rate_scale", 0.0, 1e4)
+    _check_range(p, "repair_hours", 0.0, 1e4, lo_open=True)
+    _check_range(p, "bg_reversion", 0.0, 1.0)
+    _check_range(p, "bg_volatility", 0.0, 0.5)
+    _check_range(p, "contention", 0.0, 100.0)
+
+    _check_range(p, "twin_noise", 0.0, 1.0)
+    _check_range(p, "twin_report_prob", 0.0, 1.0, lo_open=True)
+
+    _check_range(p, "weights", 0.0, 1e6, size=3)
+    _check_range(p, "pref_penalty", 0.0, 1e6)
+    _check_range(p, "defer_penalty", 0.0, 1e6, lo_open=True)
+    _check_range(p, "invalid_penalty", 0.0, 1e6, lo_open=True)
+
+
+def num_actions(params: EnvParams) -> int:
+    """Size of the action space: one per node plus defer (`num_nodes`)."""
+    return params.num_nodes + 1
+
+
+__all__ = ["EnvParams", "num_actions"]

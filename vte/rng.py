@@ -1,0 +1,48 @@
+"""Cheap counter-based random words for the inside of `step`.
+
+`jax.random` costs tens of nanoseconds per number on a CPU; a step that drew several
+numbers per node would spend most of its time there. `step` therefore draws one
+32-bit word from its key and expands it with an integer hash (`lowbias32`, a few
+multiply / xor-shift operations per word) into all the words it needs: per-node
+noise, failure gaps, arrivals and the attributes of new requests. The words are a
+deterministic function of the step key, so a step stays reproducible per key.
+Reset draws from `jax.random` directly.
+"""
+
+import jax
+import jax.numpy as jnp
+
+_GOLDEN = jnp.uint32(0x9E3779B9)
+_M1 = jnp.uint32(0x7FEB352D)
+_M2 = jnp.uint32(0x846CA68B)
+
+
+def hash32(x: jax.Array) -> jax.Array:
+    """lowbias32 integer hash, uint32 -> uint32, a bijection with good avalanche."""
+    x = x.astype(jnp.uint32)
+    x = x ^ (x >> 16)
+    x = x * _M1
+    x = x ^ (x >> 15)
+    x = x * _M2
+    x = x ^ (x >> 16)
+    return x
+
+
+def words(seed: jax.Array, stream: int, shape: tuple[int, ...]) -> jax.Array:
+    """uint32 words of `shape`, independent per (seed, stream, position)."""
+    base = hash32(seed.astype(jnp.uint32) ^ hash32(jnp.uint32(stream) * _GOLDEN + jnp.uint32(1)))
+    size = 1
+    for s in shape:
+        size *= s
+    idx = jnp.arange(size, dtype=jnp.uint32).reshape(shape)
+    return hash32(base + idx * _GOLDEN)
+
+
+def to_uniform(w: jax.Array) -> jax.Array:
+    """uint32 words -> float32 uniforms in [0, 1), 24 bits of resolution."""
+    return (w >> 8).astype(jnp.float32) * jnp.float32(1.0 / (1 << 24))
+
+
+def seed_from_key(key: jax.Array) -> jax.Array:
+    """One uint32 word drawn from a JAX key (raw or typed)."""
+    return jax.random.bits(key, (), jnp.uint32)

@@ -1,0 +1,207 @@
+"""Scenario generator: clusters, sites and scheduling requests sampled from a key.
+
+Separate from the dynamics (as Jumanji separates its generators), so that other
+sources of scenarios (replayed traces, hand-made instances) can be plugged in by
+building a `Cluster` and a `Requests` queue of the same shapes.
+
+All samplers take raw uint32 words rather than keys, so `reset` can feed them
+`jax.random.bits` and `step` can feed them the cheap hash words of `vte.rng`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from vte import catalogue as C
+from vte import rng
+from vte.params import EnvParams
+from vte.types import Cluster, Nodes, Requests
+
+NUM_NODE_WORDS = 16     # random words consumed per node
+NUM_REQUEST_WORDS = 14  # random words consumed per request
+
+
+def _f32(x) -> jax.Array:
+    return jnp.asarray(x, jnp.float32)
+
+
+def categorical(u: jax.Array, probs: jax.Array) -> jax.Array:
+    """Index drawn from `probs` (last axis, sums to 1) with uniforms `u` (shape of probs[..., 0])."""
+    cdf = jnp.cumsum(probs, axis=-1)[..., :-1]
+    return jnp.sum(u[..., None] >= cdf, axis=-1).astype(jnp.int32)
+
+
+def _between(u, lohi):
+    """Uniform in [lo, hi] per row of `lohi` (..., 2)."""
+    return lohi[..., 0] + u * (lohi[..., 1] - lohi[..., 0])
+
+
+def _int_between(u, lohi):
+    """Uniform integer in [lo, hi] (floats holding integers)."""
+    return jnp.minimum(jnp.floor(lohi[..., 0] + u * (lohi[..., 1] - lohi[..., 0] + 1.0)), lohi[..., 1])
+
+
+def _log_between(u, lohi):
+    """Log-uniform in [lo, hi], lo > 0."""
+    lo, hi = jnp.log(lohi[..., 0]), jnp.log(lohi[..., 1])
+    return jnp.exp(lo + u * (hi - lo))
+
+
+def _bernoulli_bits(w: jax.Array, probs: jax.Array) -> jax.Array:
+    """Label bitmask: bit l set with probability probs[..., l], from one word per set.
+
+    Each label reads its own 4 bits of `w`, so probabilities are rounded to sixteenths.
+    """
+    nibbles = (w[..., None] >> (4 * jnp.arange(C.NUM_LABELS, dtype=jnp.uint32))) & jnp.uint32(15)
+    thresholds = jnp.round(probs * 16.0).astype(jnp.uint32)
+    hit = nibbles < thresholds
+    return jnp.sum(jnp.where(hit, 1 << jnp.arange(C.NUM_LABELS), 0), axis=-1).astype(jnp.int32)
+
+
+def daily_bg_mean(cluster: Cluster, time: jax.Array) -> jax.Array:
+    """Daily profile of the background load the random walk reverts to, fraction, (N,)."""
+    day = time / 86400.0 + cluster.bg_phase
+    mean = cluster.bg_mean * (1.0 + C.DAILY_AMPLITUDE * jnp.sin(2.0 * jnp.pi * day))
+    return jnp.clip(mean, 0.0, C.BG_MAX)
+
+
+def sample_cluster(key: jax.Array, params: EnvParams) -> Cluster:
+    """Nodes and sites of a fresh scenario."""
+    n, s = params.num_nodes, params.num_sites
+    k_nodes, k_sites = jax.random.split(key)
+    w = jax.random.bits(k_nodes, (n, NUM_NODE_WORDS), jnp.uint32)
+    u = rng.to_uniform(w)
+
+    tier = categorical(u[:, 0], _f32(params.tier_shares))
+    has_gpu = (tier != C.EDGE) & (u[:, 1] < params.gpu_node_share)
+    kind = jnp.where(tier == C.EDGE, 4, jnp.where(tier == C.CLOUD, 0, 2) + has_gpu).astype(jnp.int32)
+
+    cores = _int_between(u[:, 2], _f32(C.KIND_CORES)[kind])
+    mem = jnp.round(_log_between(u[:, 3], _f32(C.KIND_MEM_GIB)[kind]))
+    gpus = _int_between(u[:, 4], _f32(C.KIND_GPUS)[kind])
+    gpu_model = categorical(u[:, 5], _f32(C.KIND_GPU_MODEL_P)[kind])
+    disk = jnp.round(_log_between(u[:, 6], _f32(C.KIND_DISK_GIB)[kind]))
+    capacity = jnp.stack([cores, mem, gpus, disk], axis=-1)
+
+    speed = _between(u[:, 7], _f32(C.KIND_SPEED)[kind])
+    bandwidth = _log_between(u[:, 8], _f32(C.KIND_BANDWIDTH_MBPS)[kind])
+    power_idle = _between(u[:, 9], _f32(C.KIND_IDLE_W)[kind])
+    power_peak = jnp.maximum(_between(u[:, 10], _f32(C.KIND_PEAK_W)[kind]), power_idle)
+
+    tier_label = jnp.left_shift(1, tier)
+    labels = (tier_label
+              | jnp.where(gpus > 0, C.L_GPU, 0)
+              | jnp.where(mem >= C.BIGMEM_GIB, C.L_BIGMEM, 0)
+              | jnp.where(u[:, 11] < _f32(C.KIND_P_ARM)[kind], C.L_ARM64, 0)
+              | jnp.where(u[:, 12] < _f32(C.KIND_P_SSD)[kind], C.L_SSD, 0)
+              | jnp.where(bandwidth >= C.HIGHNET_MBPS, C.L_HIGHNET, 0)).astype(jnp.int32)
+
+    site = jnp.minimum(jnp.floor(u[:, 13] * s), s - 1).astype(jnp.int32)
+    level = categorical(u[:, 14], _f32(params.load_shares))
+    bg_mean = _between(u[:, 15], _f32(C.LOAD_LEVELS)[level])
+
+    pos = jax.random.uniform(k_sites, (s, 2))
+    dist = jnp.sqrt(jnp.sum((pos[:, None, :] - pos[None, :, :]) ** 2, axis=-1))
+    link_delay = jnp.where(jnp.eye(s, dtype=bool), C.INTRA_SITE_DELAY_MS,
+                           C.LINK_BASE_DELAY_MS + C.LINK_DELAY_MS_PER_UNIT * dist)
+
+    return Cluster(
+        mask=jnp.arange(n) < jnp.where(params.active_nodes > 0, params.active_nodes, n),
+        tier=tier,
+        kind=kind,
+        capacity=capacity.astype(jnp.float32),
+        gpu_model=jnp.where(gpus > 0, gpu_model, 0).astype(jnp.int32),
+        labels=labels,
+        site=site,
+        speed=speed,
+        bandwidth=bandwidth,
+        power_idle=power_idle,
+        power_peak=power_peak,
+        failure_rate=_f32(C.KIND_FAILURE_RATE)[kind] * params.failure_rate_scale,
+        bg_mean=bg_mean,
+        bg_phase=site.astype(jnp.float32) / s,
+        link_delay=link_delay.astype(jnp.float32),
+    )
+
+
+def sample_requests(w: jax.Array, params: EnvParams) -> Requests:
+    """Requests from words `w` of shape (..., NUM_REQUEST_WORDS); all marked valid."""
+    u = rng.to_uniform(w)
+    a = categorical(u[..., 0], _f32(params.archetype_shares))
+    cores = _int_between(u[..., 1], _f32(C.ARCH_CORES)[a])
+    mem = jnp.maximum(jnp.round(_log_between(u[..., 2], _f32(C.ARCH_MEM_GIB)[a])), 1.0)
+    wants_gpu = u[..., 3] < _f32(C.ARCH_P_GPU)[a]
+    gpus = jnp.where(wants_gpu, _int_between(u[..., 4], _f32(C.ARCH_GPUS)[a]), 0.0)
+    gpu_models = jnp.where(
+        wants_gpu,
+        jnp.where(u[..., 5] < _f32(C.ARCH_P_GPU_ALT)[a], jnp.asarray(C.ARCH_GPU_MASK_ALT)[a],
+                  jnp.asarray(C.ARCH_GPU_MASK)[a]),
+        0).astype(jnp.int32)
+    work = _between(u[..., 6], _f32(C.ARCH_SECONDS)[a])
+    data_gb = _log_between(u[..., 7], _f32(C.ARCH_DATA_GB)[a])
+    preferred = _bernoulli_bits(w[..., 8], _f32(C.ARCH_P_PREFER)[a])
+    required = _bernoulli_bits(w[..., 9], _f32(C.ARCH_P_REQUIRE)[a])
+    rejected = _bernoulli_bits(w[..., 10], _f32(C.ARCH_P_REJECT)[a]) & ~required
+    preferred = preferred & ~rejected
+    has_bound = u[..., 11] < _f32(C.ARCH_P_LATENCY)[a]
+    latency_bound = jnp.where(has_bound, _between(u[..., 12], _f32(C.ARCH_LATENCY_MS)[a]),
+                              C.NO_LATENCY_BOUND_MS)
+    origin = jnp.minimum(jnp.floor(u[..., 13] * params.num_sites), params.num_sites - 1)
+    return Requests(
+        valid=jnp.ones(a.shape, bool),
+        demand=jnp.stack([cores, mem, gpus, jnp.ceil(data_gb)], axis=-1).astype(jnp.float32),
+        work=work.astype(jnp.float32),
+        gpu_models=gpu_models,
+        required=required,
+        rejected=rejected,
+        preferred=preferred,
+        origin=origin.astype(jnp.int32),
+        latency_bound=latency_bound.astype(jnp.float32),
+        data_gb=data_gb.astype(jnp.float32),
+        archetype=a,
+    )
+
+
+def exponential(w: jax.Array) -> jax.Array:
+    """Unit-mean exponential variates from words (finite: at most about 16.6)."""
+    return -jnp.log1p(-rng.to_uniform(w))
+
+
+def failure_window(words2: jax.Array, start: jax.Array, cluster: Cluster,
+                   params: EnvParams) -> tuple[jax.Array, jax.Array]:
+    """Next failure after `start`: (fail_at, recover_at), s; words2 is (N, 2) uint32."""
+    rate_per_s = cluster.failure_rate / 3600.0
+    gap = exponential(words2[..., 0]) / jnp.maximum(rate_per_s, 1e-12)
+    repair = exponential(words2[..., 1]) * (params.repair_hours * 3600.0)
+    fail_at = jnp.minimum(start + gap, 1e30)
+    return fail_at, jnp.minimum(fail_at + repair, 1e30)
+
+
+def initial_nodes(key: jax.Array, cluster: Cluster, params: EnvParams) -> Nodes:
+    """Dynamic node state at time 0: no jobs, all nodes up, first failures drawn."""
+    n, j = params.num_nodes, params.slots_per_node
+    w = jax.random.bits(key, (n, 2), jnp.uint32)
+    fail_at, recover_at = failure_window(w, jnp.zeros((n,), jnp.float32), cluster, params)
+    return Nodes(
+        bg_load=daily_bg_mean(cluster, jnp.float32(0.0)),
+        up=jnp.ones((n,), bool),
+        fail_at=fail_at,
+        recover_at=recover_at,
+        job_active=jnp.zeros((n, j), bool),
+        job_demand=jnp.zeros((n, j, C.NUM_RESOURCES), jnp.float32),
+        job_end=jnp.zeros((n, j), jnp.float32),
+    )
+
+
+def initial_queue(key: jax.Array, params: EnvParams) -> Requests:
+    """A queue filled to `initial_queue_fill` of its length with fresh requests."""
+    k = params.queue_len
+    queue = sample_requests(jax.random.bits(key, (k, NUM_REQUEST_WORDS), jnp.uint32), params)
+    filled = jnp.round(params.initial_queue_fill * k)
+    return queue.replace(valid=jnp.arange(k) < filled)
+
+
+__all__ = ["sample_cluster", "sample_requests", "initial_nodes", "initial_queue",
+           "daily_bg_mean", "failure_window", "categorical", "NUM_NODE_WORDS",
+           "NUM_REQUEST_WORDS"]

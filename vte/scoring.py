@@ -1,0 +1,169 @@
+"""Scoring: the cost of placing a request on each node, feasibility, and the optimum.
+
+This module is the one source of truth for every formula of the cost model (written
+out with units in `vte/MODEL.md`); the environment, heuristics, evaluator and trainer
+all call it. Scoring reads the ground truth, never the twin.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from vte import catalogue as C
+from vte.params import EnvParams
+from vte.types import Cluster, EnvState, Metrics, Nodes, Requests
+
+_EPS = 1e-4  # tolerance of the capacity check (GiB, cores)
+
+
+@struct.dataclass
+class Breakdown:
+    """Per-node objectives of placing one request, each (N,)."""
+
+    completion_time: jax.Array  # s, run time (slowed by contention) + data transfer + link delay
+    run_time: jax.Array         # s, execution part of completion_time
+    energy: jax.Array           # J, extra energy the placement costs
+    failure_prob: jax.Array     # probability the node fails while the job runs
+    performance: jax.Array      # normalised performance term
+    energy_term: jax.Array      # normalised energy term
+    reliability: jax.Array      # normalised reliability term
+    missing_preferred: jax.Array  # number of preferred labels the node lacks
+
+
+def allocated(nodes: Nodes) -> jax.Array:
+    """Resources held by running jobs, (N, R)."""
+    return jnp.sum(jnp.where(nodes.job_active[..., None], nodes.job_demand, 0.0), axis=1)
+
+
+def measure(cluster: Cluster, nodes: Nodes) -> Metrics:
+    """Ground-truth metrics of every node: what a perfect monitoring system reports."""
+    cap = cluster.capacity
+    alloc = allocated(nodes)
+    cpu_used = cap[:, C.CPU] * nodes.bg_load + alloc[:, C.CPU]
+    mem_used = cap[:, C.MEM] * (C.MEM_BG_RATIO * nodes.bg_load) + alloc[:, C.MEM]
+    used = jnp.stack([cpu_used, mem_used, alloc[:, C.GPU], alloc[:, C.DISK]], axis=-1)
+    util = jnp.clip(cpu_used / jnp.maximum(cap[:, C.CPU], 1.0), 0.0, 1.0)
+    mem_util = jnp.clip(mem_used / jnp.maximum(cap[:, C.MEM], 1.0), 0.0, 1.0)
+    power = (cluster.power_idle + (cluster.power_peak - cluster.power_idle) * util
+             + jnp.asarray(C.GPU_WATTS)[cluster.gpu_model] * alloc[:, C.GPU])
+    return Metrics(
+        util=util,
+        mem_util=mem_util,
+        free=cap - used,
+        power=jnp.where(nodes.up, power, 0.0),
+        up=nodes.up,
+        jobs=jnp.sum(nodes.job_active, axis=1).astype(jnp.float32),
+    )
+
+
+def _popcount(x: jax.Array) -> jax.Array:
+    return jax.lax.population_count(x.astype(jnp.int32)).astype(jnp.float32)
+
+
+def score(cluster: Cluster, metrics: Metrics, request: Requests, weights: jax.Array,
+          params: EnvParams) -> tuple[jax.Array, jax.Array, Breakdown]:
+    """Cost and feasibility of placing one request on every node.
+
+    Args:
+      cluster: the scenario's nodes and sites.
+      metrics: ground-truth metrics now (`measure`).
+      request: one request (scalar fields).
+      weights: (3,) objective weights (performance, energy, reliability).
+    Returns:
+      cost (N,) float32 (finite for every node, feasible or not), feasible (N,) bool,
+      and the per-objective `Breakdown`.
+    """
+    cap = cluster.capacity
+    demand = request.demand
+    delay = cluster.link_delay[request.origin][cluster.site]             # (N,) ms
+
+    fits = jnp.all(metrics.free >= demand - _EPS, axis=-1)
+    labels_ok = (((cluster.labels & request.required) == request.required)
+                 & ((cluster.labels & request.rejected) == 0))
+    wants_gpu = demand[C.GPU] > 0
+    gpu_ok = ~wants_gpu | (((request.gpu_models >> cluster.gpu_model) & 1) == 1)
+    latency_ok = delay <= request.latency_bound
+    slot_ok = metrics.jobs < params.slots_per_node
+    feasible = (request.valid & cluster.mask & metrics.up & fits & labels_ok & gpu_ok
+                & latency_ok & slot_ok)
+
+    # Performance: completion time, s.
+    speed = jnp.where(wants_gpu, jnp.asarray(C.GPU_SPEED)[cluster.gpu_model], cluster.speed)
+    run_time = request.work / jnp.maximum(speed, 1e-3) * (1.0 + params.contention * metrics.util)
+    transfer = request.data_gb * C.MBIT_PER_GB / jnp.maximum(cluster.bandwidth, 1.0)
+    completion = run_time + transfer + delay / 1000.0
+
+    # Energy: power rise times run time, plus waking an otherwise empty node, J.
+    cpu_share = jnp.clip(demand[C.CPU] / jnp.maximum(cap[:, C.CPU], 1.0), 0.0, 1.0)
+    rise = ((cluster.power_peak - cluster.power_idle) * cpu_share
+            + jnp.asarray(C.GPU_WATTS)[cluster.gpu_model] * demand[C.GPU])
+    wake = jnp.where(metrics.jobs == 0, cluster.power_idle, 0.0)
+    energy = (rise + wake) * run_time
+
+    # Reliability: probability of a failure during the job.
+    failure_prob = -jnp.expm1(-cluster.failure_rate / 3600.0 * completion)
+
+    work = jnp.maximum(request.work, 1.0)
+    ref_energy = work * (C.REF_WATTS_PER_CORE * jnp.maximum(demand[C.CPU], 1.0)
+                         + C.REF_WATTS_PER_GPU * demand[C.GPU])
+    performance = completion / work
+    energy_term = energy / ref_energy
+    reliability = failure_prob / C.RELIABILITY_REF
+    missing = _popcount(request.preferred & ~cluster.labels)
+
+    w = jnp.asarray(weights, jnp.float32)
+    cost = (w[0] * performance + w[1] * energy_term + w[2] * reliability
+            + params.pref_penalty * missing)
+    breakdown = Breakdown(completion, run_time, energy, failure_prob, performance,
+                          energy_term, reliability, missing)
+    return cost, feasible, breakdown
+
+
+def head(queue: Requests) -> Requests:
+    """The request at the head of the queue."""
+    return jax.tree_util.tree_map(lambda x: x[0], queue)
+
+
+def with_defer(cost: jax.Array, feasible: jax.Array,
+               params: EnvParams) -> tuple[jax.Array, jax.Array]:
+    """Append the defer action: always feasible; its cost is the worst feasible node's
+    cost plus `defer_penalty`, or 0 when no node is feasible (then defer is the optimum)."""
+    any_feasible = jnp.any(feasible)
+    worst = jnp.max(jnp.where(feasible, cost, -jnp.inf))
+    defer_cost = jnp.where(any_feasible, worst + params.defer_penalty, 0.0)
+    return (jnp.concatenate([cost, defer_cost[None]]),
+            jnp.concatenate([feasible, jnp.ones((1,), bool)]))
+
+
+def head_costs(state: EnvState, params: EnvParams):
+    """(costs (N+1,), feasible (N+1,), breakdown) for the head request on the ground truth."""
+    metrics = measure(state.cluster, state.nodes)
+    cost, feasible, breakdown = score(state.cluster, metrics, head(state.queue), state.weights,
+                                      params)
+    costs, feasible = with_defer(cost, feasible, params)
+    return costs, feasible, breakdown
+
+
+def node_costs(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
+    """Cost and feasibility of every action for the request at the head of the queue.
+
+    Returns:
+      costs: (num_nodes + 1,) float32, dimensionless; last entry is defer.
+      feasible: (num_nodes + 1,) bool; defer is always feasible.
+    """
+    costs, feasible, _ = head_costs(state, params)
+    return costs, feasible
+
+
+def argmin_feasible(costs: jax.Array, feasible: jax.Array) -> jax.Array:
+    """Least-cost feasible index, ties to the lowest index."""
+    return jnp.argmin(jnp.where(feasible, costs, jnp.inf)).astype(jnp.int32)
+
+
+def optimal_action(state: EnvState, params: EnvParams) -> jax.Array:
+    """The least-cost feasible node for the head request (ties to the lowest index), or
+    `num_nodes` (defer) when no node is feasible or the queue is empty. () int32."""
+    costs, feasible = node_costs(state, params)
+    return argmin_feasible(costs, feasible)

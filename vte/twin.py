@@ -1,0 +1,70 @@
+"""The digital twin: the scheduler's view of the cluster, folded from reported metrics.
+
+Each step every node reports its metrics with probability `twin_report_prob` (else the
+twin keeps the last report and its age grows: staleness), and the reported CPU
+utilisation, memory utilisation and power carry relative noise of std `twin_noise`
+(uniform noise, so it stays bounded). GPU and disk allocations are the scheduler's own
+bookkeeping and are exact. With the defaults (`twin_noise=0`, `twin_report_prob=1`)
+the twin equals the ground truth after every update.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from vte import catalogue as C
+from vte import rng
+from vte.params import EnvParams
+from vte.types import Cluster, Metrics, Twin
+
+_STREAM = 0x7417  # hash stream of twin noise
+_SQRT3 = 1.7320508
+
+
+def from_metrics(metrics: Metrics) -> Twin:
+    """A twin that has just heard every node exactly (age 0)."""
+    return Twin(util=metrics.util, mem_util=metrics.mem_util, free=metrics.free,
+                power=metrics.power, up=metrics.up, jobs=metrics.jobs,
+                age=jnp.zeros_like(metrics.util))
+
+
+def update_from_seed(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.Array,
+                     params: EnvParams) -> Twin:
+    """`update` with its randomness taken from a uint32 seed (used inside `step`)."""
+    n = metrics.util.shape[0]
+    u = rng.to_uniform(rng.words(seed, _STREAM, (n, 3)))
+    report = u[:, 0] < params.twin_report_prob
+    noise = (2.0 * u[:, 1:] - 1.0) * (_SQRT3 * params.twin_noise)     # (N, 2), std twin_noise
+
+    cap = cluster.capacity
+    util = jnp.clip(metrics.util * (1.0 + noise[:, 0]), 0.0, 1.0)
+    mem_util = jnp.clip(metrics.mem_util * (1.0 + noise[:, 0]), 0.0, 1.0)
+    power = jnp.maximum(metrics.power * (1.0 + noise[:, 1]), 0.0)
+    # Free cores / memory move with the reported utilisation; GPUs and disk are exact.
+    free = metrics.free.at[:, C.CPU].add(cap[:, C.CPU] * (metrics.util - util))
+    free = free.at[:, C.MEM].add(cap[:, C.MEM] * (metrics.mem_util - mem_util))
+    fresh = Twin(util=util, mem_util=mem_util, free=free, power=power, up=metrics.up,
+                 jobs=metrics.jobs, age=jnp.zeros_like(util))
+
+    def pick(new, old):
+        r = report.reshape(report.shape + (1,) * (new.ndim - 1))
+        return jnp.where(r, new, old)
+
+    out = jax.tree_util.tree_map(pick, fresh, twin)
+    return out.replace(age=jnp.where(report, 0.0, twin.age + 1.0))
+
+
+def update(twin: Twin, metrics: Metrics, cluster: Cluster, key: jax.Array,
+           params: EnvParams) -> Twin:
+    """Fold one set of reported metrics into the twin.
+
+    Args:
+      twin: the current twin.
+      metrics: the ground-truth metrics now (`vte.scoring.measure`).
+      cluster: the scenario (capacities, used to turn utilisation into free resources).
+      key: a JAX key for reporting and noise.
+    Returns:
+      The new twin. Pure; deterministic for a given key; works under jit and vmap.
+    """
+    return update_from_seed(twin, metrics, cluster, rng.seed_from_key(key), params)

@@ -1,0 +1,144 @@
+"""Pytrees of the environment: the ground truth, the twin and the observation.
+
+Shapes use N = num_nodes, K = queue_len, S = num_sites, J = slots_per_node,
+R = 4 resources (cpu cores, memory GiB, GPUs, disk GiB). Under `jax.vmap` every
+field gains the leading batch axis.
+"""
+
+from __future__ import annotations
+
+import jax
+from flax import struct
+
+
+@struct.dataclass
+class Cluster:
+    """Nodes and sites of one scenario; fixed for the whole episode."""
+
+    mask: jax.Array          # (N,) bool, node exists (index < active_nodes)
+    tier: jax.Array          # (N,) int32, catalogue.CLOUD / EDGE / HPC
+    kind: jax.Array          # (N,) int32, index into catalogue.NODE_KINDS
+    capacity: jax.Array      # (N, R) float32, cores, GiB, GPUs, GiB
+    gpu_model: jax.Array     # (N,) int32, index into catalogue.GPU_MODELS (0 = none)
+    labels: jax.Array        # (N,) int32, bitmask over catalogue.LABELS
+    site: jax.Array          # (N,) int32, in [0, S)
+    speed: jax.Array         # (N,) float32, per-core speed relative to a reference core
+    bandwidth: jax.Array     # (N,) float32, Mbit/s to its site
+    power_idle: jax.Array    # (N,) float32, W
+    power_peak: jax.Array    # (N,) float32, W at 100 % CPU (GPUs add GPU_WATTS each)
+    failure_rate: jax.Array  # (N,) float32, failures per hour (already scaled)
+    bg_mean: jax.Array       # (N,) float32, long-run mean of background CPU load, fraction
+    bg_phase: jax.Array      # (N,) float32, phase of the daily load profile, fraction of a day
+    link_delay: jax.Array    # (S, S) float32, ms between sites
+
+
+@struct.dataclass
+class Nodes:
+    """Dynamic ground truth of the nodes."""
+
+    bg_load: jax.Array       # (N,) float32, background CPU load of other tenants, fraction
+    up: jax.Array            # (N,) bool, healthy; a failed node accepts nothing
+    fail_at: jax.Array       # (N,) float32, s, start of the next (or current) failure
+    recover_at: jax.Array    # (N,) float32, s, end of that failure
+    job_active: jax.Array    # (N, J) bool, slot holds a running job
+    job_demand: jax.Array    # (N, J, R) float32, resources the job holds
+    job_end: jax.Array       # (N, J) float32, s, simulated time the job completes
+
+
+@struct.dataclass
+class Requests:
+    """Scheduling requests; a queue has a leading (K,) axis, a single request none."""
+
+    valid: jax.Array          # () bool, slot holds a request
+    demand: jax.Array         # (R,) float32, cores, GiB, GPUs, GiB of disk
+    work: jax.Array           # () float32, s of run time on a reference node (speed 1, A100)
+    gpu_models: jax.Array     # () int32, bitmask of accepted GPU models (0 = no GPU wanted)
+    required: jax.Array       # () int32, label bitmask the node must have
+    rejected: jax.Array       # () int32, label bitmask the node must not have
+    preferred: jax.Array      # () int32, label bitmask wanted softly
+    origin: jax.Array         # () int32, site the request comes from
+    latency_bound: jax.Array  # () float32, ms, max delay origin -> node site
+    data_gb: jax.Array        # () float32, GB of input data to move to the node
+    archetype: jax.Array      # () int32, index into catalogue.ARCHETYPES (generator metadata)
+
+
+@struct.dataclass
+class Twin:
+    """The digital twin: the cluster as the scheduler last heard of it."""
+
+    util: jax.Array          # (N,) float32, reported CPU utilisation, fraction
+    mem_util: jax.Array      # (N,) float32, reported memory utilisation, fraction
+    free: jax.Array          # (N, R) float32, reported free cores, GiB, GPUs, GiB
+    power: jax.Array         # (N,) float32, reported power draw, W
+    up: jax.Array            # (N,) bool, reported health
+    jobs: jax.Array          # (N,) float32, reported running jobs
+    age: jax.Array           # (N,) float32, steps since the last report
+
+
+@struct.dataclass
+class Metrics:
+    """One set of metrics as nodes report them (ground truth at a time)."""
+
+    util: jax.Array          # (N,) float32, CPU utilisation, fraction
+    mem_util: jax.Array      # (N,) float32, memory utilisation, fraction
+    free: jax.Array          # (N, R) float32, free cores, GiB, GPUs, GiB (may be < 0: overcommit)
+    power: jax.Array         # (N,) float32, W (0 when down)
+    up: jax.Array            # (N,) bool
+    jobs: jax.Array          # (N,) float32, running jobs
+
+
+@struct.dataclass
+class Counters:
+    """Episode totals (reset with the episode)."""
+
+    placed: jax.Array        # () int32, requests placed
+    deferred: jax.Array      # () int32, defer actions on a non-empty queue
+    invalid: jax.Array       # () int32, invalid or infeasible actions
+    dropped: jax.Array       # () int32, arrivals lost to a full queue
+    jobs_lost: jax.Array     # () int32, running jobs killed by node failures
+    completed: jax.Array     # () int32, jobs that finished
+    matched: jax.Array       # () int32, decisions equal to the optimal action
+    regret: jax.Array        # () float32, summed regret
+    energy: jax.Array        # () float32, J, extra energy of placements
+
+
+@struct.dataclass
+class EnvState:
+    """Full environment state (ground truth plus the twin)."""
+
+    cluster: Cluster
+    nodes: Nodes
+    queue: Requests          # fields with leading (K,)
+    twin: Twin
+    counters: Counters
+    weights: jax.Array       # (3,) float32, (performance, energy, reliability) of this episode
+    time: jax.Array          # () float32, simulated seconds since the episode start
+    steps: jax.Array         # () int32, decisions taken in this episode
+
+
+@struct.dataclass
+class Observation:
+    """What the scheduler sees. Reachable as attributes or by key (`obs["action_mask"]`).
+
+    nodes:       (N, NODE_FEATURES) float32, per-node twin features (`NODE_FEATURE_NAMES`).
+    request:     (REQUEST_FEATURES,) float32, the head request (`REQUEST_FEATURE_NAMES`).
+    queue:       (K, REQUEST_FEATURES) float32, the whole queue, head first.
+    queue_mask:  (K,) bool, queue slot holds a request.
+    weights:     (3,) float32, objective weights (performance, energy, reliability).
+    progress:    () float32, share of the episode elapsed, in [0, 1].
+    action_mask: (N + 1,) bool, feasible actions for the head request; last = defer (always).
+    """
+
+    nodes: jax.Array
+    request: jax.Array
+    queue: jax.Array
+    queue_mask: jax.Array
+    weights: jax.Array
+    progress: jax.Array
+    action_mask: jax.Array
+
+    def __getitem__(self, key: str):
+        return getattr(self, key)
+
+    def keys(self):
+        return ("nodes", "request", "queue", "queue_mask", "weights", "progress", "action_mask")
