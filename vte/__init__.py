@@ -9,9 +9,10 @@ Every public function is pure, deterministic per key, and works under `jax.jit` 
 `jax.vmap`. The model and its formulas are documented in `vte/MODEL.md`.
 """
 
-from vte import catalogue, rng, scenario, scoring, twin
-from vte.env import (NODE_FEATURE_NAMES, NODE_FEATURES, REQUEST_FEATURE_NAMES,
-                     REQUEST_FEATURES, get_obs, reset, step, step_env)
+from vte import catalogue, observation, rng, scenario, scoring, twin
+from vte.env import reset, step, step_env
+from vte.observation import (NODE_FEATURE_NAMES, NODE_FEATURES, REQUEST_FEATURE_NAMES,
+                             REQUEST_FEATURES, get_obs)
 from vte.params import EnvParams, num_actions
 from vte.scoring import measure, node_costs, optimal_action
 from vte.types import (Cluster, Counters, EnvState, Metrics, Nodes, Observation, Requests,
@@ -24,5 +25,5 @@ __all__ = [
     "node_costs", "optimal_action", "measure",
     "Observation", "EnvState", "Cluster", "Nodes", "Requests", "Twin", "Metrics", "Counters",
     "NODE_FEATURE_NAMES", "NODE_FEATURES", "REQUEST_FEATURE_NAMES", "REQUEST_FEATURES",
-    "catalogue", "rng", "scenario", "scoring", "twin",
+    "catalogue", "observation", "rng", "scenario", "scoring", "twin",
 ]

@@ -27,93 +27,14 @@ from jax import lax
 
 from vte import catalogue as C
 from vte import rng, scenario, scoring, twin
+from vte.observation import get_obs, static_node_features
 from vte.params import EnvParams
-from vte.types import Counters, EnvState, Observation, Requests
+from vte.types import Counters, EnvState, Requests
 
 _STREAM_NODES = 0x11
 _STREAM_ARRIVALS = 0x22
 _STREAM_REQUESTS = 0x33
 _SQRT3 = 1.7320508
-
-NODE_FEATURE_NAMES = (
-    "tier_cloud", "tier_edge", "tier_hpc",
-    "cpu_cores/64", "memory_gib/256", "gpus/8", "disk_gib/1000",
-    "gpu_T4", "gpu_A100", "gpu_H100",
-    *(f"label_{name}" for name in C.LABELS),
-    "speed", "bandwidth_gbps/10", "power_idle_w/100", "power_peak_w/1000",
-    "failures_per_hour*100",
-    "up", "cpu_util", "mem_util",
-    "free_cores/64", "free_memory_gib/256", "free_gpus/8", "free_disk_gib/1000",
-    "power_w/1000", "jobs/slots", "delay_from_origin_ms/100", "report_age_steps/10",
-    "exists",
-)
-REQUEST_FEATURE_NAMES = (
-    "valid", "cpu_cores/64", "memory_gib/256", "gpus/8", "disk_gib/1000", "work_hours",
-    "accepts_T4", "accepts_A100", "accepts_H100",
-    *(f"required_{name}" for name in C.LABELS),
-    *(f"rejected_{name}" for name in C.LABELS),
-    *(f"preferred_{name}" for name in C.LABELS),
-    "has_latency_bound", "latency_bound_ms/100", "data_gb/100",
-)
-NODE_FEATURES = len(NODE_FEATURE_NAMES)
-REQUEST_FEATURES = len(REQUEST_FEATURE_NAMES)
-_RESOURCE_SCALE = jnp.array([64.0, 256.0, 8.0, 1000.0], jnp.float32)
-
-
-def _bits(x: jax.Array, n: int) -> jax.Array:
-    return ((x[..., None] >> jnp.arange(n)) & 1).astype(jnp.float32)
-
-
-def request_features(req: Requests) -> jax.Array:
-    """(..., REQUEST_FEATURES) float32 features of requests (any leading shape)."""
-    bound = req.latency_bound < C.NO_LATENCY_BOUND_MS
-    parts = [
-        req.valid[..., None].astype(jnp.float32),
-        req.demand / _RESOURCE_SCALE,
-        (req.work / 3600.0)[..., None],
-        _bits(req.gpu_models, C.NUM_GPU_MODELS)[..., 1:],
-        _bits(req.required, C.NUM_LABELS),
-        _bits(req.rejected, C.NUM_LABELS),
-        _bits(req.preferred, C.NUM_LABELS),
-        bound[..., None].astype(jnp.float32),
-        jnp.where(bound, req.latency_bound / 100.0, 0.0)[..., None],
-        (req.data_gb / 100.0)[..., None],
-    ]
-    out = jnp.concatenate(parts, axis=-1)
-    return jnp.where(req.valid[..., None], out, 0.0)
-
-
-def get_obs(state: EnvState, params: EnvParams) -> Observation:
-    """The observation of a state: the twin's node features, the queue, the action mask."""
-    cl, tw = state.cluster, state.twin
-    head = scoring.head(state.queue)
-    _, feasible, _ = scoring.head_costs(state, params)
-    delay = cl.link_delay[head.origin][cl.site]
-    f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
-    nodes = jnp.concatenate([
-        jax.nn.one_hot(cl.tier, 3),
-        cl.capacity / _RESOURCE_SCALE,
-        jax.nn.one_hot(cl.gpu_model, C.NUM_GPU_MODELS)[:, 1:],
-        _bits(cl.labels, C.NUM_LABELS),
-        jnp.stack([
-            cl.speed, cl.bandwidth / 10000.0, cl.power_idle / 100.0, cl.power_peak / 1000.0,
-            cl.failure_rate * 100.0, f32(tw.up), tw.util, tw.mem_util], axis=-1),
-        tw.free / _RESOURCE_SCALE,
-        jnp.stack([
-            tw.power / 1000.0, tw.jobs / params.slots_per_node,
-            jnp.where(head.valid, delay / 100.0, 0.0), tw.age / 10.0, f32(cl.mask)], axis=-1),
-    ], axis=-1)
-    nodes = jnp.where(cl.mask[:, None], nodes, 0.0)
-    return Observation(
-        nodes=nodes,
-        request=request_features(head),
-        queue=request_features(state.queue),
-        queue_mask=state.queue.valid,
-        weights=state.weights,
-        progress=f32(state.steps) / params.episode_len,
-        action_mask=feasible,
-    )
-
 
 def _zero_counters() -> Counters:
     z = jnp.zeros((), jnp.int32)
@@ -137,6 +58,7 @@ def reset_state(key: jax.Array, params: EnvParams) -> EnvState:
         nodes=nodes,
         queue=queue,
         twin=twin.from_metrics(scoring.measure(cluster, nodes)),
+        node_static=static_node_features(cluster),
         counters=_zero_counters(),
         weights=weights.astype(jnp.float32),
         time=jnp.zeros((), jnp.float32),
@@ -195,11 +117,8 @@ def _append(queue: Requests, new: Requests, n_new: jax.Array) -> tuple[Requests,
 # Step
 # --------------------------------------------------------------------------
 
-def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
-    """One decision and one time advance, without auto-reset.
-
-    Returns (obs, state, reward, terminated, truncated, info).
-    """
+def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
+    """One decision and one time advance: (state, reward, terminated, truncated, info)."""
     n = params.num_nodes
     seed = rng.seed_from_key(key)
     cl, nd, q = state.cluster, state.nodes, state.queue
@@ -221,13 +140,15 @@ def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: EnvPara
     energy = jnp.where(place, br.energy[node], 0.0)
     failure_prob = jnp.where(place, br.failure_prob[node], 0.0)
 
-    # PLACE THE HEAD REQUEST (one-hot writes, no scatter)
-    slot = jnp.argmin(nd.job_active[node])
-    cell = ((jnp.arange(n) == node) & place)[:, None] & (jnp.arange(params.slots_per_node) == slot)
+    # PLACE THE HEAD REQUEST (in-place writes of one slot)
+    slot = jnp.argmin(nd.job_active[:, node])
     nd = nd.replace(
-        job_active=nd.job_active | cell,
-        job_demand=jnp.where(cell[..., None], hd.demand, nd.job_demand),
-        job_end=jnp.where(cell, state.time + completion, nd.job_end),
+        alloc=nd.alloc.at[:, node].add(jnp.where(place, hd.demand, 0.0)),
+        job_active=nd.job_active.at[slot, node].set(nd.job_active[slot, node] | place),
+        job_demand=nd.job_demand.at[:, slot, node].set(
+            jnp.where(place, hd.demand, nd.job_demand[:, slot, node])),
+        job_end=nd.job_end.at[slot, node].set(
+            jnp.where(place, state.time + completion, nd.job_end[slot, node])),
     )
     q = _advance_queue(q, place, defer)
 
@@ -241,13 +162,14 @@ def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: EnvPara
     fail_at = jnp.where(passed, next_fail, nd.fail_at)
     recover_at = jnp.where(passed, next_recover, nd.recover_at)
     down = (fail_at <= t1) & (t1 < recover_at)
-    lost = active & down[:, None]
-    active = active & ~down[:, None]
+    lost = active & down
+    active = active & ~down
+    released = scoring.slot_sum(finished | lost, nd.job_demand)
     noise = (2.0 * rng.to_uniform(w[:, 2]) - 1.0) * _SQRT3
     bg = nd.bg_load + params.bg_reversion * (scenario.daily_bg_mean(cl, t1) - nd.bg_load)
     bg = jnp.clip(bg + params.bg_volatility * noise, 0.0, C.BG_MAX)
     nd = nd.replace(bg_load=bg, up=~down, fail_at=fail_at, recover_at=recover_at,
-                    job_active=active)
+                    job_active=active, alloc=nd.alloc - released)
 
     # ARRIVALS
     wa = rng.words(seed, _STREAM_ARRIVALS, (C.MAX_ARRIVALS,))
@@ -287,7 +209,13 @@ def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: EnvPara
         "jobs_lost": n_lost,
         "counters": counters,
     }
-    return get_obs(state, params), state, -regret, terminated, truncated, info
+    return state, -regret, terminated, truncated, info
+
+
+def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
+    """`step` without the auto-reset: (obs, state, reward, terminated, truncated, info)."""
+    state, reward, terminated, truncated, info = _transition(key, state, action, params)
+    return get_obs(state, params), state, reward, terminated, truncated, info
 
 
 # --------------------------------------------------------------------------
@@ -295,32 +223,27 @@ def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: EnvPara
 # --------------------------------------------------------------------------
 
 @jax.custom_batching.custom_vmap
-def _reset_if_done(key, obs, state, done, params):
-    return lax.cond(done, lambda: reset(key, params), lambda: (obs, state))
+def _reset_if_done(key, state, done, params):
+    return lax.cond(done, lambda: reset_state(key, params), lambda: state)
 
 
 @_reset_if_done.def_vmap
-def _reset_if_done_batched(axis_size, in_batched, key, obs, state, done, params):
-    k_b, o_b, s_b, d_b, p_b = in_batched
-
+def _reset_if_done_batched(axis_size, in_batched, key, state, done, params):
     def batch(tree, batched):
         return jax.tree_util.tree_map(
             lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)),
             tree, batched)
 
-    key, obs, state, done, params = (batch(key, k_b), batch(obs, o_b), batch(state, s_b),
-                                     batch(done, d_b), batch(params, p_b))
+    key, state, done, params = (batch(x, b) for x, b in zip((key, state, done, params),
+                                                              in_batched))
 
     def do_reset():
-        new_obs, new_state = jax.vmap(reset)(key, params)
+        fresh = jax.vmap(reset_state)(key, params)
+        return jax.tree_util.tree_map(
+            lambda new, old: jnp.where(done.reshape((axis_size,) + (1,) * (new.ndim - 1)),
+                                       new, old), fresh, state)
 
-        def pick(new, old):
-            return jnp.where(done.reshape((axis_size,) + (1,) * (new.ndim - 1)), new, old)
-
-        return (jax.tree_util.tree_map(pick, new_obs, obs),
-                jax.tree_util.tree_map(pick, new_state, state))
-
-    out = lax.cond(jnp.any(done), do_reset, lambda: (obs, state))
+    out = lax.cond(jnp.any(done), do_reset, lambda: state)
     return out, jax.tree_util.tree_map(lambda _: True, out)
 
 
@@ -328,7 +251,7 @@ def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
     """Take `action` for the head request, advance time, auto-reset at episode end.
 
     Args:
-      key: JAX key for this step's randomness (arrivals, failures, load, twin).
+      key: JAX key for this step's randomness (arrivals, failures, load, twin, reset).
       state: the current `EnvState`.
       action: () int, in [0, num_nodes]; num_nodes = defer. Anything else is invalid.
       params: `EnvParams`.
@@ -340,7 +263,7 @@ def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
       and `final_observation` (the observation before any reset).
     """
     k_step, k_reset = jax.random.split(key)
-    obs, state, reward, terminated, truncated, info = step_env(k_step, state, action, params)
-    obs_out, state_out = _reset_if_done(k_reset, obs, state, terminated | truncated, params)
-    info["final_observation"] = obs
-    return obs_out, state_out, reward, terminated, truncated, info
+    state, reward, terminated, truncated, info = _transition(k_step, state, action, params)
+    info["final_observation"] = get_obs(state, params)
+    state = _reset_if_done(k_reset, state, terminated | truncated, params)
+    return get_obs(state, params), state, reward, terminated, truncated, info

@@ -61,8 +61,11 @@ def _bernoulli_bits(w: jax.Array, probs: jax.Array) -> jax.Array:
 
 def daily_bg_mean(cluster: Cluster, time: jax.Array) -> jax.Array:
     """Daily profile of the background load the random walk reverts to, fraction, (N,)."""
-    day = time / 86400.0 + cluster.bg_phase
-    mean = cluster.bg_mean * (1.0 + C.DAILY_AMPLITUDE * jnp.sin(2.0 * jnp.pi * day))
+    num_sites = cluster.link_delay.shape[-1]
+    # Sites sit in time zones spread over the day: site s is s / S of a day ahead.
+    day = time / 86400.0 + jnp.arange(num_sites, dtype=jnp.float32) / num_sites
+    profile = 1.0 + C.DAILY_AMPLITUDE * jnp.sin(2.0 * jnp.pi * day)    # (S,), one sine per site
+    mean = cluster.bg_mean * profile[cluster.site]
     return jnp.clip(mean, 0.0, C.BG_MAX)
 
 
@@ -82,7 +85,7 @@ def sample_cluster(key: jax.Array, params: EnvParams) -> Cluster:
     gpus = _int_between(u[:, 4], _f32(C.KIND_GPUS)[kind])
     gpu_model = categorical(u[:, 5], _f32(C.KIND_GPU_MODEL_P)[kind])
     disk = jnp.round(_log_between(u[:, 6], _f32(C.KIND_DISK_GIB)[kind]))
-    capacity = jnp.stack([cores, mem, gpus, disk], axis=-1)
+    capacity = jnp.stack([cores, mem, gpus, disk], axis=0)
 
     speed = _between(u[:, 7], _f32(C.KIND_SPEED)[kind])
     bandwidth = _log_between(u[:, 8], _f32(C.KIND_BANDWIDTH_MBPS)[kind])
@@ -120,7 +123,6 @@ def sample_cluster(key: jax.Array, params: EnvParams) -> Cluster:
         power_peak=power_peak,
         failure_rate=_f32(C.KIND_FAILURE_RATE)[kind] * params.failure_rate_scale,
         bg_mean=bg_mean,
-        bg_phase=site.astype(jnp.float32) / s,
         link_delay=link_delay.astype(jnp.float32),
     )
 
@@ -188,9 +190,10 @@ def initial_nodes(key: jax.Array, cluster: Cluster, params: EnvParams) -> Nodes:
         up=jnp.ones((n,), bool),
         fail_at=fail_at,
         recover_at=recover_at,
-        job_active=jnp.zeros((n, j), bool),
-        job_demand=jnp.zeros((n, j, C.NUM_RESOURCES), jnp.float32),
-        job_end=jnp.zeros((n, j), jnp.float32),
+        alloc=jnp.zeros((C.NUM_RESOURCES, n), jnp.float32),
+        job_active=jnp.zeros((j, n), bool),
+        job_demand=jnp.zeros((C.NUM_RESOURCES, j, n), jnp.float32),
+        job_end=jnp.zeros((j, n), jnp.float32),
     )
 
 

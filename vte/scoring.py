@@ -32,29 +32,40 @@ class Breakdown:
     missing_preferred: jax.Array  # number of preferred labels the node lacks
 
 
+def slot_sum(mask: jax.Array, demand: jax.Array) -> jax.Array:
+    """Resources of the slots selected by `mask` (J, N), from `demand` (R, J, N): (R, N).
+
+    Summed slot by slot (J is small and static): XLA on CPU compiles a masked reduction
+    over the slot axis into a loop several times slower than this unrolled sum.
+    """
+    return sum(jnp.where(mask[i], demand[:, i], 0.0) for i in range(mask.shape[0]))
+
+
 def allocated(nodes: Nodes) -> jax.Array:
-    """Resources held by running jobs, (N, R)."""
-    return jnp.sum(jnp.where(nodes.job_active[..., None], nodes.job_demand, 0.0), axis=1)
+    """Resources held by running jobs recomputed from the slots, (R, N) (equals `nodes.alloc`)."""
+    return slot_sum(nodes.job_active, nodes.job_demand)
+
+
+# Share of the background CPU load that shows on each resource (cpu, mem, gpu, disk).
+_BG_SHARE = (1.0, C.MEM_BG_RATIO, 0.0, 0.0)
 
 
 def measure(cluster: Cluster, nodes: Nodes) -> Metrics:
     """Ground-truth metrics of every node: what a perfect monitoring system reports."""
     cap = cluster.capacity
-    alloc = allocated(nodes)
-    cpu_used = cap[:, C.CPU] * nodes.bg_load + alloc[:, C.CPU]
-    mem_used = cap[:, C.MEM] * (C.MEM_BG_RATIO * nodes.bg_load) + alloc[:, C.MEM]
-    used = jnp.stack([cpu_used, mem_used, alloc[:, C.GPU], alloc[:, C.DISK]], axis=-1)
-    util = jnp.clip(cpu_used / jnp.maximum(cap[:, C.CPU], 1.0), 0.0, 1.0)
-    mem_util = jnp.clip(mem_used / jnp.maximum(cap[:, C.MEM], 1.0), 0.0, 1.0)
+    alloc = nodes.alloc
+    used = cap * (jnp.asarray(_BG_SHARE, jnp.float32)[:, None] * nodes.bg_load) + alloc  # (R, N)
+    util = jnp.clip(used[C.CPU] / jnp.maximum(cap[C.CPU], 1.0), 0.0, 1.0)
+    mem_util = jnp.clip(used[C.MEM] / jnp.maximum(cap[C.MEM], 1.0), 0.0, 1.0)
     power = (cluster.power_idle + (cluster.power_peak - cluster.power_idle) * util
-             + jnp.asarray(C.GPU_WATTS)[cluster.gpu_model] * alloc[:, C.GPU])
+             + jnp.asarray(C.GPU_WATTS)[cluster.gpu_model] * alloc[C.GPU])
     return Metrics(
         util=util,
         mem_util=mem_util,
         free=cap - used,
         power=jnp.where(nodes.up, power, 0.0),
         up=nodes.up,
-        jobs=jnp.sum(nodes.job_active, axis=1).astype(jnp.float32),
+        jobs=jnp.sum(nodes.job_active, axis=0).astype(jnp.float32),
     )
 
 
@@ -79,7 +90,8 @@ def score(cluster: Cluster, metrics: Metrics, request: Requests, weights: jax.Ar
     demand = request.demand
     delay = cluster.link_delay[request.origin][cluster.site]             # (N,) ms
 
-    fits = jnp.all(metrics.free >= demand - _EPS, axis=-1)
+    fits = ((metrics.free[0] >= demand[0] - _EPS) & (metrics.free[1] >= demand[1] - _EPS)
+            & (metrics.free[2] >= demand[2] - _EPS) & (metrics.free[3] >= demand[3] - _EPS))
     labels_ok = (((cluster.labels & request.required) == request.required)
                  & ((cluster.labels & request.rejected) == 0))
     wants_gpu = demand[C.GPU] > 0
@@ -96,7 +108,7 @@ def score(cluster: Cluster, metrics: Metrics, request: Requests, weights: jax.Ar
     completion = run_time + transfer + delay / 1000.0
 
     # Energy: power rise times run time, plus waking an otherwise empty node, J.
-    cpu_share = jnp.clip(demand[C.CPU] / jnp.maximum(cap[:, C.CPU], 1.0), 0.0, 1.0)
+    cpu_share = jnp.clip(demand[C.CPU] / jnp.maximum(cap[C.CPU], 1.0), 0.0, 1.0)
     rise = ((cluster.power_peak - cluster.power_idle) * cpu_share
             + jnp.asarray(C.GPU_WATTS)[cluster.gpu_model] * demand[C.GPU])
     wake = jnp.where(metrics.jobs == 0, cluster.power_idle, 0.0)

@@ -42,16 +42,13 @@ def update_from_seed(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.A
     mem_util = jnp.clip(metrics.mem_util * (1.0 + noise[:, 0]), 0.0, 1.0)
     power = jnp.maximum(metrics.power * (1.0 + noise[:, 1]), 0.0)
     # Free cores / memory move with the reported utilisation; GPUs and disk are exact.
-    free = metrics.free.at[:, C.CPU].add(cap[:, C.CPU] * (metrics.util - util))
-    free = free.at[:, C.MEM].add(cap[:, C.MEM] * (metrics.mem_util - mem_util))
+    free = metrics.free.at[C.CPU].add(cap[C.CPU] * (metrics.util - util))
+    free = free.at[C.MEM].add(cap[C.MEM] * (metrics.mem_util - mem_util))
     fresh = Twin(util=util, mem_util=mem_util, free=free, power=power, up=metrics.up,
                  jobs=metrics.jobs, age=jnp.zeros_like(util))
 
-    def pick(new, old):
-        r = report.reshape(report.shape + (1,) * (new.ndim - 1))
-        return jnp.where(r, new, old)
-
-    out = jax.tree_util.tree_map(pick, fresh, twin)
+    # Every field has the node axis last, so `report` (N,) broadcasts against it.
+    out = jax.tree_util.tree_map(lambda new, old: jnp.where(report, new, old), fresh, twin)
     return out.replace(age=jnp.where(report, 0.0, twin.age + 1.0))
 
 

@@ -3,6 +3,10 @@
 Shapes use N = num_nodes, K = queue_len, S = num_sites, J = slots_per_node,
 R = 4 resources (cpu cores, memory GiB, GPUs, disk GiB). Under `jax.vmap` every
 field gains the leading batch axis.
+
+Per-node arrays keep the node axis last (`(R, N)`, `(J, N)`): XLA on CPU vectorises
+along the minor axis, and a minor axis of 4 resources or 8 slots runs several times
+slower than one of N nodes.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ class Cluster:
     mask: jax.Array          # (N,) bool, node exists (index < active_nodes)
     tier: jax.Array          # (N,) int32, catalogue.CLOUD / EDGE / HPC
     kind: jax.Array          # (N,) int32, index into catalogue.NODE_KINDS
-    capacity: jax.Array      # (N, R) float32, cores, GiB, GPUs, GiB
+    capacity: jax.Array      # (R, N) float32, cores, GiB, GPUs, GiB (resource-major)
     gpu_model: jax.Array     # (N,) int32, index into catalogue.GPU_MODELS (0 = none)
     labels: jax.Array        # (N,) int32, bitmask over catalogue.LABELS
     site: jax.Array          # (N,) int32, in [0, S)
@@ -28,7 +32,6 @@ class Cluster:
     power_peak: jax.Array    # (N,) float32, W at 100 % CPU (GPUs add GPU_WATTS each)
     failure_rate: jax.Array  # (N,) float32, failures per hour (already scaled)
     bg_mean: jax.Array       # (N,) float32, long-run mean of background CPU load, fraction
-    bg_phase: jax.Array      # (N,) float32, phase of the daily load profile, fraction of a day
     link_delay: jax.Array    # (S, S) float32, ms between sites
 
 
@@ -40,9 +43,11 @@ class Nodes:
     up: jax.Array            # (N,) bool, healthy; a failed node accepts nothing
     fail_at: jax.Array       # (N,) float32, s, start of the next (or current) failure
     recover_at: jax.Array    # (N,) float32, s, end of that failure
-    job_active: jax.Array    # (N, J) bool, slot holds a running job
-    job_demand: jax.Array    # (N, J, R) float32, resources the job holds
-    job_end: jax.Array       # (N, J) float32, s, simulated time the job completes
+    alloc: jax.Array         # (R, N) float32, resources held by running jobs (the sum over
+                             # active slots of job_demand, kept up to date incrementally)
+    job_active: jax.Array    # (J, N) bool, slot holds a running job
+    job_demand: jax.Array    # (R, J, N) float32, resources the job holds
+    job_end: jax.Array       # (J, N) float32, s, simulated time the job completes
 
 
 @struct.dataclass
@@ -68,7 +73,7 @@ class Twin:
 
     util: jax.Array          # (N,) float32, reported CPU utilisation, fraction
     mem_util: jax.Array      # (N,) float32, reported memory utilisation, fraction
-    free: jax.Array          # (N, R) float32, reported free cores, GiB, GPUs, GiB
+    free: jax.Array          # (R, N) float32, reported free cores, GiB, GPUs, GiB
     power: jax.Array         # (N,) float32, reported power draw, W
     up: jax.Array            # (N,) bool, reported health
     jobs: jax.Array          # (N,) float32, reported running jobs
@@ -81,7 +86,7 @@ class Metrics:
 
     util: jax.Array          # (N,) float32, CPU utilisation, fraction
     mem_util: jax.Array      # (N,) float32, memory utilisation, fraction
-    free: jax.Array          # (N, R) float32, free cores, GiB, GPUs, GiB (may be < 0: overcommit)
+    free: jax.Array          # (R, N) float32, free cores, GiB, GPUs, GiB (< 0: overcommitted)
     power: jax.Array         # (N,) float32, W (0 when down)
     up: jax.Array            # (N,) bool
     jobs: jax.Array          # (N,) float32, running jobs
@@ -111,6 +116,8 @@ class EnvState:
     queue: Requests          # fields with leading (K,)
     twin: Twin
     counters: Counters
+    node_static: jax.Array   # (N, NODE_STATIC_FEATURES) float32, the per-episode part of the
+                             # node features, computed once at reset (cache of `cluster`)
     weights: jax.Array       # (3,) float32, (performance, energy, reliability) of this episode
     time: jax.Array          # () float32, simulated seconds since the episode start
     steps: jax.Array         # () int32, decisions taken in this episode
