@@ -202,7 +202,7 @@ def initial_queue(key: jax.Array, params: EnvParams) -> Requests:
     k = params.queue_len
     queue = sample_requests(jax.random.bits(key, (k, NUM_REQUEST_WORDS), jnp.uint32), params)
     filled = jnp.round(params.initial_queue_fill * k)
-    return queue.replace(valid=jnp.arange(k) < filled)
+    return queue.replace(valid=(jnp.arange(k) < filled).astype(jnp.bool_))
 
 
 __all__ = ["sample_cluster", "sample_requests", "initial_nodes", "initial_queue",
