@@ -50,7 +50,7 @@ def test_reset_shapes_and_observation_access(params, jit_reset):
 
 def test_scenario_has_three_tiers_and_resources():
     params = vte.EnvParams(num_nodes=256)
-    state = vte.reset(jax.random.PRNGKey(3), params)[1]
+    state = jax.jit(vte.reset)(jax.random.PRNGKey(3), params)[1]
     tiers = np.bincount(np.asarray(state.cluster.tier), minlength=3)
     assert np.all(tiers > 0), tiers
     cap = np.asarray(state.cluster.capacity)
@@ -90,13 +90,6 @@ def test_no_retrace_across_steps(params, jit_reset):
 
 
 # ---------------------------------------------------------------------------- jit / vmap
-
-
-def test_jit_equals_eager(params):
-    obs, state = vte.reset(jax.random.PRNGKey(5), params)
-    eager = vte.step(jax.random.PRNGKey(6), state, 3, params)
-    jitted = jax.jit(vte.step)(jax.random.PRNGKey(6), state, 3, params)
-    chex.assert_trees_all_close(eager, jitted, rtol=1e-5, atol=1e-5)
 
 
 def test_vmap_equals_per_env_across_auto_reset(params, jit_step, jit_reset):
@@ -160,7 +153,10 @@ def test_determinism_per_key(params, jit_step, jit_reset):
 # ---------------------------------------------------------------------------- scoring
 
 
-def _all_actions_regret(state, params):
+@jax.jit
+def _all_actions_regret(state):
+    """The step's info for every action in [-1, N + 1] from one state."""
+    params = SMALL
     keys = jnp.zeros((params.num_nodes + 3, 2), jnp.uint32)
     actions = jnp.arange(-1, params.num_nodes + 2)
     info = jax.vmap(lambda k, a: vte.step_env(k, state, a, params)[5])(keys, actions)
@@ -172,7 +168,7 @@ def test_regret_nonnegative_and_zero_at_optimum(params, jit_reset):
         _, state = jit_reset(jax.random.PRNGKey(seed), params)
         costs, feasible = vte.node_costs(state, params)
         opt = int(vte.optimal_action(state, params))
-        actions, info = _all_actions_regret(state, params)
+        actions, info = _all_actions_regret(state)
         regret = np.asarray(info["regret"])
         assert np.all(regret >= 0)
         i_opt = opt + 1  # actions start at -1

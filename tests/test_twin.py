@@ -1,0 +1,75 @@
+"""The digital twin: exact by default, noisy and stale when asked, pure."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import vte
+from tests.conftest import SMALL
+
+
+def _run(params, steps=6, seed=0):
+    step = jax.jit(vte.step_env)
+    _, state = jax.jit(vte.reset)(jax.random.PRNGKey(seed), params)
+    for t in range(steps):
+        a = vte.optimal_action(state, params)
+        state = step(jax.random.PRNGKey(100 + t), state, a, params)[1]
+    return state
+
+
+def test_twin_is_exact_by_default():
+    state = _run(SMALL)
+    truth = vte.measure(state.cluster, state.nodes)
+    tw = state.twin
+    np.testing.assert_allclose(tw.util, truth.util, rtol=1e-6)
+    np.testing.assert_allclose(tw.mem_util, truth.mem_util, rtol=1e-6)
+    np.testing.assert_allclose(tw.free, truth.free, rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(tw.power, truth.power, rtol=1e-6)
+    np.testing.assert_array_equal(tw.up, truth.up)
+    np.testing.assert_array_equal(tw.age, 0.0)
+
+
+def test_twin_noise_is_bounded_and_scoring_uses_truth():
+    params = SMALL.replace(twin_noise=0.1)
+    state = _run(params)
+    truth = vte.measure(state.cluster, state.nodes)
+    rel = np.abs(np.asarray(state.twin.power) - np.asarray(truth.power))
+    assert rel.max() > 0, "noise must show"
+    assert np.all(rel <= np.sqrt(3) * 0.1 * np.asarray(truth.power) + 1e-3)
+    # The observation reflects the twin; the costs reflect the ground truth.
+    exact = state.replace(twin=vte.twin.from_metrics(truth))
+    obs_noisy, obs_exact = vte.get_obs(state, params), vte.get_obs(exact, params)
+    assert not np.allclose(obs_noisy.nodes, obs_exact.nodes)
+    chex.assert_trees_all_equal(vte.node_costs(state, params), vte.node_costs(exact, params))
+    np.testing.assert_array_equal(obs_noisy.action_mask, obs_exact.action_mask)
+
+
+def test_stale_twin_keeps_old_reports_and_ages():
+    params = SMALL.replace(twin_report_prob=0.3, bg_volatility=0.2)
+    state = _run(params, steps=8)
+    age = np.asarray(state.twin.age)
+    assert age.max() >= 1, "some nodes must have missed a report"
+    truth = vte.measure(state.cluster, state.nodes)
+    stale = age > 0
+    fresh = age == 0
+    np.testing.assert_allclose(np.asarray(state.twin.util)[fresh], np.asarray(truth.util)[fresh],
+                               rtol=1e-6)
+    assert not np.allclose(np.asarray(state.twin.util)[stale], np.asarray(truth.util)[stale])
+
+
+def test_update_is_pure_and_vmappable():
+    params = SMALL.replace(twin_noise=0.2, twin_report_prob=0.5)
+    _, state = vte.reset(jax.random.PRNGKey(0), params)
+    metrics = vte.measure(state.cluster, state.nodes)
+    update = jax.jit(vte.twin.update)
+    a = update(state.twin, metrics, state.cluster, jax.random.PRNGKey(1), params)
+    b = update(state.twin, metrics, state.cluster, jax.random.PRNGKey(1), params)
+    chex.assert_trees_all_equal(a, b)
+    keys = jax.random.split(jax.random.PRNGKey(2), 3)
+    batched = jax.vmap(vte.twin.update, in_axes=(None, None, None, 0, None))(
+        state.twin, metrics, state.cluster, keys, params)
+    for i in range(3):
+        one = update(state.twin, metrics, state.cluster, keys[i], params)
+        chex.assert_trees_all_close(jax.tree_util.tree_map(lambda x: x[i], batched), one)
+    assert jnp.all(jnp.isfinite(batched.util))
