@@ -101,11 +101,13 @@ def _append(queue: Requests, new: Requests, n_new: jax.Array) -> tuple[Requests,
     count = jnp.sum(queue.valid)
     idx = jnp.arange(k)
     take = (idx >= count) & (idx < count + n_new)
-    src = jnp.clip(idx - count, 0, m - 1)
 
     def put(q, nw):
-        t = take.reshape((k,) + (1,) * (q.ndim - 1))
-        return jnp.where(t, nw[src], q)
+        # Slot count + i takes new request i: a select per candidate, no gather.
+        for i in range(m):
+            t = (take & (idx == count + i)).reshape((k,) + (1,) * (q.ndim - 1))
+            q = jnp.where(t, nw[i], q)
+        return q
 
     out = jax.tree_util.tree_map(put, queue, new)
     out = out.replace(valid=queue.valid | take)

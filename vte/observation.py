@@ -87,7 +87,7 @@ def get_obs(state: EnvState, params: EnvParams) -> Observation:
     cl, tw = state.cluster, state.twin
     head = scoring.head(state.queue)
     _, feasible, _ = scoring.head_costs(state, params)
-    delay = cl.link_delay[head.origin][cl.site]
+    delay = scoring.link_delay(cl, head.origin)
     dynamic = jnp.concatenate([
         jnp.stack([tw.up.astype(jnp.float32), tw.util, tw.mem_util], axis=-1),
         tw.free.T / jnp.asarray(RESOURCE_SCALE),

@@ -32,6 +32,24 @@ class Breakdown:
     missing_preferred: jax.Array  # number of preferred labels the node lacks
 
 
+def lookup(table, index: jax.Array) -> jax.Array:
+    """`table[index]` for a small static table, as a chain of selects.
+
+    Under vmap a gather from a tiny table becomes a batched gather, which XLA on CPU runs
+    element by element; a few selects vectorise.
+    """
+    out = jnp.full(index.shape, table[0], jnp.asarray(table).dtype)
+    for i in range(1, len(table)):
+        out = jnp.where(index == i, table[i], out)
+    return out
+
+
+def link_delay(cluster: Cluster, origin: jax.Array) -> jax.Array:
+    """Delay from site `origin` to every node's site, ms, (N,)."""
+    row = cluster.link_delay[origin]                                   # (S,)
+    return lookup([row[s] for s in range(row.shape[0])], cluster.site)
+
+
 def slot_sum(mask: jax.Array, demand: jax.Array) -> jax.Array:
     """Resources of the slots selected by `mask` (J, N), from `demand` (R, J, N): (R, N).
 
@@ -58,7 +76,7 @@ def measure(cluster: Cluster, nodes: Nodes) -> Metrics:
     util = jnp.clip(used[C.CPU] / jnp.maximum(cap[C.CPU], 1.0), 0.0, 1.0)
     mem_util = jnp.clip(used[C.MEM] / jnp.maximum(cap[C.MEM], 1.0), 0.0, 1.0)
     power = (cluster.power_idle + (cluster.power_peak - cluster.power_idle) * util
-             + jnp.asarray(C.GPU_WATTS)[cluster.gpu_model] * alloc[C.GPU])
+             + lookup(C.GPU_WATTS, cluster.gpu_model) * alloc[C.GPU])
     return Metrics(
         util=util,
         mem_util=mem_util,
@@ -88,7 +106,7 @@ def score(cluster: Cluster, metrics: Metrics, request: Requests, weights: jax.Ar
     """
     cap = cluster.capacity
     demand = request.demand
-    delay = cluster.link_delay[request.origin][cluster.site]             # (N,) ms
+    delay = link_delay(cluster, request.origin)                          # (N,) ms
 
     fits = ((metrics.free[0] >= demand[0] - _EPS) & (metrics.free[1] >= demand[1] - _EPS)
             & (metrics.free[2] >= demand[2] - _EPS) & (metrics.free[3] >= demand[3] - _EPS))
@@ -102,7 +120,7 @@ def score(cluster: Cluster, metrics: Metrics, request: Requests, weights: jax.Ar
                 & latency_ok & slot_ok)
 
     # Performance: completion time, s.
-    speed = jnp.where(wants_gpu, jnp.asarray(C.GPU_SPEED)[cluster.gpu_model], cluster.speed)
+    speed = jnp.where(wants_gpu, lookup(C.GPU_SPEED, cluster.gpu_model), cluster.speed)
     run_time = request.work / jnp.maximum(speed, 1e-3) * (1.0 + params.contention * metrics.util)
     transfer = request.data_gb * C.MBIT_PER_GB / jnp.maximum(cluster.bandwidth, 1.0)
     completion = run_time + transfer + delay / 1000.0
@@ -110,7 +128,7 @@ def score(cluster: Cluster, metrics: Metrics, request: Requests, weights: jax.Ar
     # Energy: power rise times run time, plus waking an otherwise empty node, J.
     cpu_share = jnp.clip(demand[C.CPU] / jnp.maximum(cap[C.CPU], 1.0), 0.0, 1.0)
     rise = ((cluster.power_peak - cluster.power_idle) * cpu_share
-            + jnp.asarray(C.GPU_WATTS)[cluster.gpu_model] * demand[C.GPU])
+            + lookup(C.GPU_WATTS, cluster.gpu_model) * demand[C.GPU])
     wake = jnp.where(metrics.jobs == 0, cluster.power_idle, 0.0)
     energy = (rise + wake) * run_time
 
