@@ -1,0 +1,248 @@
+"""Decisions per second of `vte.step` under jit + vmap, state memory, and the speed-up over
+the NumPy reference.
+
+    python benchmarks/throughput.py            # full sweep
+    python benchmarks/throughput.py --quick    # a small sweep
+
+Every figure is taken after a warm-up run (compile time reported on its own) as the
+median of several repeats, each a `lax.scan` of `--steps` decisions over `num_envs`
+environments with random valid actions (environment only). Writes JSON (figures, device,
+jax version, shapes) and a PNG of decisions/s against num_envs, a line per cluster size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import vte
+
+FULL_ENVS = (1, 64, 1024, 4096, 16384, 65536)
+FULL_NODES = (16, 64, 256, 1024)
+QUICK_ENVS = (1, 64, 1024, 4096)
+QUICK_NODES = (16, 64)
+
+
+def random_valid_action(key: jax.Array, mask: jax.Array) -> jax.Array:
+    """A uniformly random allowed action from an action mask (N+1,), one uniform per env."""
+    c = jnp.cumsum(mask.astype(jnp.int32))
+    k = jnp.floor(jax.random.uniform(key) * c[-1])
+    return jnp.argmax(c > k).astype(jnp.int32)
+
+
+def make_rollout(params: vte.EnvParams, num_envs: int, steps: int, policy=None):
+    """jitted (state, obs, key) -> (state, obs, total reward) over `steps` batched steps.
+
+    With `policy=None` actions are random valid ones and only the action mask of each
+    observation is used (XLA drops the rest of the observation); otherwise
+    `policy(key, obs, params)` chooses.
+    """
+    vstep = jax.vmap(vte.step, in_axes=(0, 0, 0, None))
+
+    def body(carry, key):
+        state, obs = carry
+        k_a, k_s = jax.random.split(key)
+        a_keys = jax.random.split(k_a, num_envs)
+        if policy is None:
+            actions = jax.vmap(random_valid_action)(a_keys, obs.action_mask)
+        else:
+            actions = jax.vmap(policy, in_axes=(0, 0, None))(a_keys, obs, params)
+        obs, state, reward, _, _, _ = vstep(jax.random.split(k_s, num_envs), state, actions,
+                                            params)
+        if policy is None:
+            obs = obs.action_mask
+        return (state, obs), jnp.sum(reward)
+
+    def rollout(state, obs, key):
+        (state, obs), rewards = jax.lax.scan(body, (state, obs), jax.random.split(key, steps))
+        return state, obs, jnp.sum(rewards)
+
+    return jax.jit(rollout, donate_argnums=(0, 1))
+
+
+def state_bytes_per_env(params: vte.EnvParams) -> int:
+    """Bytes of one environment's state (shapes only, nothing allocated)."""
+    shapes = jax.eval_shape(lambda k: vte.reset(k, params)[1], jax.random.PRNGKey(0))
+    return int(sum(np.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(shapes)))
+
+
+def obs_bytes_per_env(params: vte.EnvParams) -> int:
+    shapes = jax.eval_shape(lambda k: vte.reset(k, params)[0], jax.random.PRNGKey(0))
+    return int(sum(np.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(shapes)))
+
+
+def measure_env(num_nodes: int, num_envs: int, steps: int, repeats: int, policy=None,
+                policy_name: str = "random_valid") -> dict:
+    params = vte.EnvParams(num_nodes=num_nodes)
+    keys = jax.random.split(jax.random.PRNGKey(0), num_envs)
+    obs, state = jax.jit(jax.vmap(vte.reset, in_axes=(0, None)))(keys, params)
+    carry_obs = obs.action_mask if policy is None else obs
+    rollout = make_rollout(params, num_envs, steps, policy)
+    t0 = time.perf_counter()
+    state, carry_obs, total = rollout(state, carry_obs, jax.random.PRNGKey(1))
+    total.block_until_ready()
+    warmup_s = time.perf_counter() - t0
+    times = []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        state, carry_obs, total = rollout(state, carry_obs, jax.random.PRNGKey(2 + r))
+        total.block_until_ready()
+        times.append(time.perf_counter() - t0)
+    median = statistics.median(times)
+    return {
+        "num_nodes": num_nodes, "num_envs": num_envs, "steps": steps, "policy": policy_name,
+        "decisions_per_s": num_envs * steps / median,
+        "median_s": median, "repeat_s": times,
+        "warmup_s_incl_compile": warmup_s,
+        "state_bytes_per_env": state_bytes_per_env(params),
+    }
+
+
+def measure_numpy(num_nodes: int, steps: int) -> dict:
+    """The NumPy reference, one environment, a Python loop (as a user would write it)."""
+    from vte import reference_numpy as ref
+
+    params = vte.EnvParams(num_nodes=num_nodes)
+    rng = np.random.default_rng(0)
+    state = ref.reset(rng, params)
+    # Warm-up a few steps, then time.
+    for _ in range(5):
+        state, *_ = ref.step(state, ref.optimal_action(state, params), rng, params)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        mask = ref.action_mask(state, params)
+        action = int(rng.choice(np.flatnonzero(mask)))
+        state, *_ = ref.step(state, action, rng, params)
+    dt = time.perf_counter() - t0
+    return {"num_nodes": num_nodes, "num_envs": 1, "steps": steps,
+            "decisions_per_s": steps / dt, "median_s": dt}
+
+
+def machine() -> dict:
+    dev = jax.devices()[0]
+    return {
+        "jax": jax.__version__, "backend": jax.default_backend(),
+        "device": getattr(dev, "device_kind", str(dev)), "num_devices": jax.device_count(),
+        "cpu_count": os.cpu_count(), "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+    }
+
+
+def plot(rows: list[dict], path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for n in sorted({r["num_nodes"] for r in rows}):
+        pts = sorted((r["num_envs"], r["decisions_per_s"]) for r in rows if r["num_nodes"] == n)
+        ax.plot(*zip(*pts), marker="o", label=f"{n} nodes")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("environments stepped at once (num_envs)")
+    ax.set_ylabel("decisions / s")
+    ax.set_title(f"vte.step, jit + vmap, random valid actions ({jax.default_backend()})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small sweep")
+    p.add_argument("--num-envs", type=int, nargs="+", help="override the num_envs sweep")
+    p.add_argument("--num-nodes", type=int, nargs="+", help="override the num_nodes sweep")
+    p.add_argument("--steps", type=int, default=64, help="decisions per timed scan")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--max-state-gib", type=float, default=4.0,
+                   help="skip configurations whose batched state exceeds this")
+    p.add_argument("--numpy-steps", type=int, default=500,
+                   help="decisions timed for the NumPy reference (0 = skip)")
+    p.add_argument("--out", default="benchmarks/results/throughput.json")
+    p.add_argument("--png", default=None, help="plot path (default: beside --out)")
+    args = p.parse_args(argv)
+    for name in ("steps", "repeats"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if args.numpy_steps < 0:
+        p.error(f"--numpy-steps must be >= 0, got {args.numpy_steps}")
+    for name in ("num_envs", "num_nodes"):
+        vals = getattr(args, name) or []
+        if any(v < 1 for v in vals):
+            p.error(f"--{name.replace('_', '-')} values must be >= 1, got {vals}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    envs = args.num_envs or (QUICK_ENVS if args.quick else FULL_ENVS)
+    nodes = args.num_nodes or (QUICK_NODES if args.quick else FULL_NODES)
+    info = machine()
+    print(f"# {info['backend']} {info['device']} x{info['num_devices']}, jax {info['jax']}, "
+          f"{info['cpu_count']} CPU cores")
+    rows, skipped = [], []
+    print(f"{'nodes':>6} {'envs':>7} {'decisions/s':>14} {'compile+1st s':>14} "
+          f"{'state KiB/env':>14}")
+    for n in nodes:
+        per_env = state_bytes_per_env(vte.EnvParams(num_nodes=n))
+        for b in envs:
+            if per_env * b > args.max_state_gib * 2**30:
+                skipped.append({"num_nodes": n, "num_envs": b,
+                                "reason": f"state {per_env * b / 2**30:.1f} GiB > "
+                                          f"--max-state-gib {args.max_state_gib}"})
+                print(f"{n:>6} {b:>7} {'skipped':>14}  ({skipped[-1]['reason']})")
+                continue
+            r = measure_env(n, b, args.steps, args.repeats)
+            rows.append(r)
+            print(f"{n:>6} {b:>7} {r['decisions_per_s']:>14,.0f} "
+                  f"{r['warmup_s_incl_compile']:>14.1f} {per_env / 1024:>14.1f}", flush=True)
+
+    memory = [{"num_nodes": n, "queue_len": k,
+               "state_bytes_per_env": state_bytes_per_env(vte.EnvParams(num_nodes=n, queue_len=k)),
+               "obs_bytes_per_env": obs_bytes_per_env(vte.EnvParams(num_nodes=n, queue_len=k))}
+              for n in (16, 64, 256, 1024) for k in (4, 8, 32)]
+    print("\n# memory: bytes per environment")
+    print(f"{'nodes':>6} {'queue':>6} {'state':>10} {'obs':>10}")
+    for m in memory:
+        print(f"{m['num_nodes']:>6} {m['queue_len']:>6} {m['state_bytes_per_env']:>10,} "
+              f"{m['obs_bytes_per_env']:>10,}")
+
+    numpy_rows = []
+    if args.numpy_steps:
+        print("\n# NumPy reference (one environment, Python loop) and the speed-up of vte")
+        for n in nodes:
+            ref = measure_numpy(n, args.numpy_steps)
+            best = max((r["decisions_per_s"] for r in rows if r["num_nodes"] == n), default=None)
+            ref["vte_best_decisions_per_s"] = best
+            ref["speedup"] = best / ref["decisions_per_s"] if best else None
+            numpy_rows.append(ref)
+            sp = f"{ref['speedup']:,.0f}x" if ref["speedup"] else "-"
+            print(f"{n:>6} nodes: numpy {ref['decisions_per_s']:,.0f} decisions/s, "
+                  f"vte best {best or 0:,.0f} -> {sp}")
+
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    result = {"machine": info, "argv": sys.argv[1:] if argv is None else list(argv),
+              "env": rows, "skipped": skipped, "memory": memory, "numpy_reference": numpy_rows}
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    png = args.png or os.path.splitext(args.out)[0] + ".png"
+    if rows:
+        plot(rows, png)
+    print(f"\nwrote {args.out} and {png}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""The NumPy reference and `vte` agree step by step on the same scenario and random words."""
+
+import jax
+import numpy as np
+
+import vte
+from tests.conftest import SMALL
+from vte import reference_numpy as ref
+
+# Failures, noise and staleness switched up so every branch of the step is exercised.
+PARAMS = SMALL.replace(failure_rate_scale=50.0, repair_hours=0.2, twin_noise=0.05,
+                       twin_report_prob=0.7, arrival_rate=1.5, episode_len=1000)
+
+
+def _compare_states(s_ref: ref.State, s_jax: vte.EnvState):
+    r = ref.from_jax(s_jax)
+    for name in ("alloc", "bg_load", "fail_at", "recover_at", "job_end"):
+        np.testing.assert_allclose(getattr(s_ref, name), getattr(r, name), rtol=1e-5, atol=1e-3,
+                                   err_msg=name)
+    for name in ("up", "job_active"):
+        np.testing.assert_array_equal(getattr(s_ref, name), getattr(r, name), err_msg=name)
+    valid = r.queue["valid"]
+    np.testing.assert_array_equal(s_ref.queue["valid"], valid)
+    for name in ref.REQUEST_FIELDS:
+        np.testing.assert_allclose(s_ref.queue[name][valid], r.queue[name][valid], rtol=1e-5,
+                                   err_msg=name)
+    for name in ("util", "mem_util", "power", "free", "age"):
+        np.testing.assert_allclose(s_ref.twin[name], r.twin[name], rtol=1e-4, atol=1e-3,
+                                   err_msg=name)
+
+
+def test_costs_agree():
+    reset = jax.jit(vte.reset)
+    for seed in range(5):
+        state = reset(jax.random.PRNGKey(seed), PARAMS)[1]
+        c_jax, f_jax = vte.node_costs(state, PARAMS)
+        c_ref, f_ref = ref.costs(ref.from_jax(state), PARAMS)[:2]
+        np.testing.assert_array_equal(f_jax, f_ref)
+        np.testing.assert_allclose(c_jax, c_ref, rtol=1e-5, atol=1e-6)
+        assert int(vte.optimal_action(state, PARAMS)) == ref.optimal_action(ref.from_jax(state),
+                                                                           PARAMS)
+
+
+def test_steps_agree_rewards_optimal_actions_and_next_state():
+    step = jax.jit(vte.step_env)
+    state = jax.jit(vte.reset)(jax.random.PRNGKey(0), PARAMS)[1]
+    rng = np.random.default_rng(0)
+    n = PARAMS.num_nodes
+    kinds = {"placed": 0, "deferred": 0, "invalid": 0, "lost": 0}
+    for t in range(60):
+        key = jax.random.PRNGKey(1000 + t)
+        seed = int(vte.rng.seed_from_key(key))
+        opt = int(vte.optimal_action(state, PARAMS))
+        action = [opt, int(rng.integers(-1, n + 2)), n][t % 3]
+        _, new_jax, reward, _, _, info = step(key, state, action, PARAMS)
+        new_ref, reward_ref, _, info_ref = ref.step(ref.from_jax(state), action, seed, PARAMS)
+        assert int(info["optimal_action"]) == info_ref["optimal_action"], t
+        assert bool(info["invalid_action"]) == info_ref["invalid_action"], t
+        np.testing.assert_allclose(float(reward), reward_ref, rtol=1e-4, atol=1e-5)
+        assert int(info["dropped"]) == info_ref["dropped"]
+        assert int(info["jobs_lost"]) == info_ref["jobs_lost"]
+        _compare_states(new_ref, new_jax)
+        kinds["placed"] += info_ref["placed"]
+        kinds["deferred"] += info_ref["deferred"]
+        kinds["invalid"] += info_ref["invalid_action"]
+        kinds["lost"] += info_ref["jobs_lost"]
+        state = new_jax
+    assert all(v > 0 for v in kinds.values()), kinds
+
+
+def test_reference_runs_whole_episodes_with_auto_reset():
+    params = SMALL
+    rng = np.random.default_rng(1)
+    state = ref.reset(rng, params)
+    truncations = 0
+    for _ in range(3 * params.episode_len):
+        mask = ref.action_mask(state, params)
+        state, reward, truncated, info = ref.step(state, int(rng.choice(np.flatnonzero(mask))),
+                                                  rng, params)
+        assert reward <= 0 and not info["invalid_action"]
+        truncations += truncated
+    assert truncations == 3 and state.steps == 0
