@@ -178,6 +178,9 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     n_new = jnp.sum(rng.to_uniform(wa) < params.arrival_rate / C.MAX_ARRIVALS)
     new = scenario.sample_requests(
         rng.words(seed, _STREAM_REQUESTS, (C.MAX_ARRIVALS, scenario.NUM_REQUEST_WORDS)), params)
+    # Materialise the candidates once: otherwise XLA fuses their sampling into every queue
+    # slot that might take them and recomputes it K times.
+    new = lax.optimization_barrier(new)
     q, dropped = _append(q, new, n_new)
 
     # DIGITAL TWIN

@@ -74,7 +74,7 @@ class EnvParams:
     num_nodes: int = struct.field(pytree_node=False, default=64)
     queue_len: int = struct.field(pytree_node=False, default=8)
     num_sites: int = struct.field(pytree_node=False, default=4)
-    slots_per_node: int = struct.field(pytree_node=False, default=8)
+    slots_per_node: int = struct.field(pytree_node=False, default=4)
     episode_len: int = struct.field(pytree_node=False, default=128)
     sample_weights: bool = struct.field(pytree_node=False, default=False)
 
