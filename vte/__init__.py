@@ -10,6 +10,7 @@ Every public function is pure, deterministic per key, and works under `jax.jit` 
 """
 
 from vte import catalogue, observation, rng, scenario, scoring, twin
+from vte.assignment import cost_matrix, optimal_assignment, score_assignment
 from vte.env import reset, step, step_env
 from vte.observation import (NODE_FEATURE_NAMES, NODE_FEATURES, REQUEST_FEATURE_NAMES,
                              REQUEST_FEATURES, get_obs)
@@ -23,6 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "EnvParams", "num_actions", "reset", "step", "step_env", "get_obs",
     "node_costs", "optimal_action", "measure",
+    "cost_matrix", "optimal_assignment", "score_assignment",
     "Observation", "EnvState", "Cluster", "Nodes", "Requests", "Twin", "Metrics", "Counters",
     "NODE_FEATURE_NAMES", "NODE_FEATURES", "REQUEST_FEATURE_NAMES", "REQUEST_FEATURES",
     "catalogue", "observation", "rng", "scenario", "scoring", "twin",
