@@ -9,7 +9,7 @@ Every public function is pure, deterministic per key, and works under `jax.jit` 
 `jax.vmap`. The model and its formulas are documented in `vte/MODEL.md`.
 """
 
-from vte import catalogue, observation, rng, scenario, scoring, twin
+from vte import catalogue, heuristics, observation, rng, scenario, scoring, twin
 from vte.assignment import cost_matrix, optimal_assignment, score_assignment
 from vte.env import reset, step, step_env
 from vte.observation import (NODE_FEATURE_NAMES, NODE_FEATURES, REQUEST_FEATURE_NAMES,
@@ -27,5 +27,5 @@ __all__ = [
     "cost_matrix", "optimal_assignment", "score_assignment",
     "Observation", "EnvState", "Cluster", "Nodes", "Requests", "Twin", "Metrics", "Counters",
     "NODE_FEATURE_NAMES", "NODE_FEATURES", "REQUEST_FEATURE_NAMES", "REQUEST_FEATURES",
-    "catalogue", "observation", "rng", "scenario", "scoring", "twin",
+    "catalogue", "heuristics", "observation", "rng", "scenario", "scoring", "twin",
 ]
