@@ -12,6 +12,7 @@ Every public function is pure, deterministic per key, and works under `jax.jit` 
 from vte import catalogue, heuristics, observation, rng, scenario, scoring, twin
 from vte.assignment import cost_matrix, optimal_assignment, score_assignment
 from vte.env import reset, step, step_env
+from vte.evaluate import evaluate  # the function; `python -m vte.evaluate` is the CLI
 from vte.observation import (NODE_FEATURE_NAMES, NODE_FEATURES, REQUEST_FEATURE_NAMES,
                              REQUEST_FEATURES, get_obs)
 from vte.params import EnvParams, num_actions
@@ -24,7 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "EnvParams", "num_actions", "reset", "step", "step_env", "get_obs",
     "node_costs", "optimal_action", "measure",
-    "cost_matrix", "optimal_assignment", "score_assignment",
+    "cost_matrix", "optimal_assignment", "score_assignment", "evaluate",
     "Observation", "EnvState", "Cluster", "Nodes", "Requests", "Twin", "Metrics", "Counters",
     "NODE_FEATURE_NAMES", "NODE_FEATURES", "REQUEST_FEATURE_NAMES", "REQUEST_FEATURES",
     "catalogue", "heuristics", "observation", "rng", "scenario", "scoring", "twin",

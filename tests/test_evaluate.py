@@ -1,0 +1,112 @@
+"""Evaluation harness: the optimum is optimal, no heuristic acts invalidly, runs are
+reproducible per key, bad input is refused before any work, the command writes its files."""
+
+import json
+import math
+import subprocess
+import sys
+
+import jax
+import pytest
+
+import vte
+from vte import heuristics as H
+from vte.evaluate import METRICS, table
+from vte.evaluate.__main__ import main
+from tests.conftest import SMALL
+
+EPISODES = 3
+SEED = 7
+# Every heuristic (as callables) plus the optimum, in the order the command uses (which
+# names them by strings: it resolves to the same policies and reuses the compilation).
+ALL_POLICIES = {"optimal": "optimal", **H.ALL}
+# The command line that sets SMALL's shape fields.
+SMALL_ARGS = [f"--set={name}={getattr(SMALL, name)}" for name in
+              ("num_nodes", "queue_len", "num_sites", "slots_per_node", "episode_len")]
+
+
+@pytest.fixture(scope="module")
+def results():
+    return vte.evaluate(ALL_POLICIES, SMALL, jax.random.PRNGKey(SEED), EPISODES)
+
+
+def test_every_policy_reports_every_metric(results):
+    assert list(results) == list(ALL_POLICIES)
+    for name, metrics in results.items():
+        assert set(METRICS) <= set(metrics), name
+        assert all(isinstance(v, float) and math.isfinite(v) for v in metrics.values()), name
+        assert 0.0 <= metrics["match_rate"] <= 1.0 and metrics["mean_regret"] >= 0.0
+        assert metrics["decisions"] > 0
+
+
+def test_the_optimum_scores_as_the_optimum(results):
+    opt = results["optimal"]
+    assert opt["match_rate"] == 1.0
+    assert opt["mean_regret"] == 0.0
+    assert opt["cost_ratio"] == pytest.approx(1.0, abs=1e-6)
+    assert opt["invalid_rate"] == 0.0
+
+
+def test_no_heuristic_takes_an_invalid_action(results):
+    for name in H.ALL:
+        assert results[name]["invalid_rate"] == 0.0, name
+        assert results[name]["cost_ratio"] >= 1.0 - 1e-6, name
+
+
+def test_same_key_same_table_other_key_other_table(results):
+    again = vte.evaluate(ALL_POLICIES, SMALL, jax.random.PRNGKey(SEED), EPISODES)
+    assert again == results
+    other = vte.evaluate(ALL_POLICIES, SMALL, jax.random.PRNGKey(SEED + 1), EPISODES)
+    assert other != results
+
+
+@pytest.mark.parametrize("policies,num_episodes,match", [
+    ({"x": "kube"}, 1, "'kube' is unknown"),
+    ({"x": 3}, 1, "x.*3.*is invalid"),
+    ({}, 1, "policies"),
+    (["optimal"], 1, "policies"),
+    ({"optimal": "optimal"}, 0, "num_episodes=0"),
+    ({"optimal": "optimal"}, 2.0, "num_episodes=2.0"),
+    ({"optimal": "optimal"}, True, "num_episodes=True"),
+])
+def test_bad_input_is_refused(policies, num_episodes, match):
+    with pytest.raises(ValueError, match=match):
+        vte.evaluate(policies, SMALL, jax.random.PRNGKey(0), num_episodes)
+    with pytest.raises(ValueError, match="params"):
+        vte.evaluate({"optimal": "optimal"}, {"num_nodes": 8}, jax.random.PRNGKey(0), 1)
+
+
+def test_table_has_a_row_per_policy(results):
+    lines = table(results).splitlines()
+    assert len(lines) == 2 + len(results)
+    assert all(line.startswith(f"| {name} |") for line, name in zip(lines[2:], results))
+
+
+def test_command_prints_writes_json_and_draws(tmp_path, capsys, results):
+    out_json, out_png = tmp_path / "eval.json", tmp_path / "eval.png"
+    main([*SMALL_ARGS, f"--episodes={EPISODES}", f"--seed={SEED}", f"--json={out_json}",
+          f"--png={out_png}"])
+    printed = capsys.readouterr().out
+    assert all(f"| {name} |" in printed for name in ALL_POLICIES)
+    saved = json.loads(out_json.read_text())
+    assert saved["results"] == results and saved["num_episodes"] == EPISODES
+    assert saved["params"]["num_nodes"] == SMALL.num_nodes
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args,match", [
+    (["--policies=optimal,kube"], "--policies"),
+    (["--set=num_nodes"], "--set"),
+    (["--set=no_such_field=1"], "--set"),
+    (["--set=num_nodes=abc"], "--set"),
+])
+def test_command_refuses_bad_arguments(args, match):
+    with pytest.raises(ValueError, match=match):
+        main(args)
+
+
+def test_runs_as_a_module_without_warnings():
+    done = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "vte.evaluate",
+                           "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "--episodes" in done.stdout
