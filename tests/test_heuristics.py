@@ -171,6 +171,17 @@ def test_twin_view_estimates_equal_the_ground_truth_with_an_exact_twin(states, o
     np.testing.assert_array_equal(view_feasible, np.asarray(feasible)[:, :-1])
 
 
+def test_best_allowed_never_leaves_the_mask_for_non_finite_scores(observations):
+    mask = np.asarray(observations.action_mask)[:, :-1]
+    row = int(np.argmax(~mask[:, 0] & mask.any(1)))    # node 0 not allowed, another is
+    assert not mask[row, 0] and mask[row].any()
+    obs = jax.tree_util.tree_map(lambda x: x[row], observations)
+    allowed = np.flatnonzero(mask[row])
+    for bad in (np.nan, -np.inf, np.inf):
+        score = jnp.full((SMALL.num_nodes,), bad)
+        assert int(H.best_allowed(obs, score)) == allowed[0], bad
+
+
 def test_unknown_feature_name_is_a_value_error(observations):
     obs = jax.tree_util.tree_map(lambda x: x[0], observations)
     with pytest.raises(ValueError, match="no_such_feature"):

@@ -201,7 +201,9 @@ def best_allowed(obs: Observation, score: jax.Array) -> jax.Array:
     """The allowed node of the highest score (ties to the lowest index), or defer
     (`num_nodes`) when the mask allows no node. () int32."""
     allowed = _allowed(obs)
-    score = jnp.nan_to_num(score.astype(jnp.float32), nan=-jnp.inf)
+    lowest = jnp.finfo(jnp.float32).min
+    # Any allowed node, even one scored NaN or -inf, beats every node not allowed.
+    score = jnp.nan_to_num(score.astype(jnp.float32), nan=lowest, neginf=lowest)
     node = jnp.argmax(jnp.where(allowed, score, -jnp.inf)).astype(jnp.int32)
     return jnp.where(jnp.any(allowed), node, allowed.shape[0]).astype(jnp.int32)
 
