@@ -31,7 +31,19 @@ def from_metrics(metrics: Metrics) -> Twin:
 
 def update_from_seed(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.Array,
                      params: EnvParams) -> Twin:
-    """`update` with its randomness taken from a uint32 seed (used inside `step`)."""
+    """`update` with its randomness taken from a uint32 seed (used inside `step`).
+
+    With exact-twin parameters (the default) the twin is the metrics: a `lax.cond` skips
+    the noise and the per-node draws (a real branch whenever the parameters are not
+    batched; under a vmap over twin parameters both sides run and the result is the same).
+    """
+    exact = (params.twin_noise == 0) & (params.twin_report_prob >= 1)
+    return jax.lax.cond(exact, lambda: from_metrics(metrics),
+                        lambda: _noisy_update(twin, metrics, cluster, seed, params))
+
+
+def _noisy_update(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.Array,
+                  params: EnvParams) -> Twin:
     n = metrics.util.shape[0]
     u = rng.to_uniform(rng.words(seed, _STREAM, (n, 3)))
     report = u[:, 0] < params.twin_report_prob
