@@ -1,0 +1,28 @@
+"""The benchmark scripts run end to end on tiny shapes and write what they promise."""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+
+import throughput  # noqa: E402
+
+
+def test_throughput_smoke(tmp_path):
+    out = tmp_path / "tp.json"
+    result = throughput.main(["--num-envs", "2", "--num-nodes", "8", "--steps", "2",
+                              "--repeats", "1", "--numpy-steps", "5", "--out", str(out)])
+    saved = json.loads(out.read_text())
+    assert saved["machine"]["jax"] and len(saved["env"]) == 1
+    assert all(r["decisions_per_s"] > 0 for r in saved["env"])
+    assert saved["numpy_reference"][0]["speedup"] > 0
+    assert (tmp_path / "tp.png").stat().st_size > 0
+    assert result["memory"][0]["state_bytes_per_env"] > 0
+
+
+def test_throughput_rejects_bad_flags(capsys):
+    import pytest
+    with pytest.raises(SystemExit):
+        throughput.main(["--steps", "0"])
+    assert "--steps must be >= 1, got 0" in capsys.readouterr().err
