@@ -7,14 +7,20 @@
 
 Every public function is pure, deterministic per key, and works under `jax.jit` and
 `jax.vmap`. The model and its formulas are documented in `vte/MODEL.md`.
+
+A trained scheduler (`train/ppo.py`, `train/imitate.py`) loads as a policy in one call:
+
+    policy = vte.load_policy("runs/ppo")       # (key, obs, params) -> action
 """
 
 from vte import catalogue, heuristics, observation, rng, scenario, scoring, twin
 from vte.assignment import cost_matrix, optimal_assignment, score_assignment
+from vte.checkpoint import load_policy
 from vte.env import reset, step, step_env
 from vte.evaluate import evaluate  # the function; `python -m vte.evaluate` is the CLI
 from vte.observation import (NODE_FEATURE_NAMES, NODE_FEATURES, REQUEST_FEATURE_NAMES,
                              REQUEST_FEATURES, get_obs)
+from vte.network import SchedulerNet, make_policy
 from vte.params import EnvParams, num_actions
 from vte.scoring import measure, node_costs, optimal_action
 from vte.types import (Cluster, Counters, EnvState, Metrics, Nodes, Observation, Requests,
@@ -26,6 +32,7 @@ __all__ = [
     "EnvParams", "num_actions", "reset", "step", "step_env", "get_obs",
     "node_costs", "optimal_action", "measure",
     "cost_matrix", "optimal_assignment", "score_assignment", "evaluate",
+    "SchedulerNet", "make_policy", "load_policy",
     "Observation", "EnvState", "Cluster", "Nodes", "Requests", "Twin", "Metrics", "Counters",
     "NODE_FEATURE_NAMES", "NODE_FEATURES", "REQUEST_FEATURE_NAMES", "REQUEST_FEATURES",
     "catalogue", "heuristics", "observation", "rng", "scenario", "scoring", "twin",

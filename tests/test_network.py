@@ -1,0 +1,106 @@
+"""The policy network: shapes, masking, permutation equivariance, any number of nodes,
+and that it learns (the loss falls on a fixed batch)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import vte
+from vte.network import SchedulerNet, make_policy
+from tests.conftest import SMALL
+
+NET = SchedulerNet(hidden=16, head_hidden=16)
+APPLY = jax.jit(NET.apply)
+
+
+@pytest.fixture(scope="module")
+def data():
+    """64 fresh states of the small configuration, their observations and optimal actions."""
+    keys = jax.random.split(jax.random.PRNGKey(0), 64)
+    obs, states = jax.jit(jax.vmap(vte.reset, (0, None)))(keys, SMALL)
+    labels = jax.jit(jax.vmap(vte.optimal_action, (0, None)))(states, SMALL)
+    return obs, labels
+
+
+def _one(tree, i=0):
+    return jax.tree_util.tree_map(lambda x: x[i], tree)
+
+
+def _resize(obs, idx):
+    """Observations of a cluster made of the nodes `idx` (repeats allowed): any size."""
+    idx = np.asarray(idx)
+    mask = jnp.concatenate([obs.action_mask[:, idx], obs.action_mask[:, -1:]], axis=-1)
+    return obs.replace(nodes=obs.nodes[:, idx], action_mask=mask)
+
+
+def test_shapes_mask_and_value(data):
+    obs, _ = data
+    variables = NET.init(jax.random.PRNGKey(0), _one(obs))
+    logits, value = APPLY(variables, obs)
+    assert logits.shape == (64, SMALL.num_nodes + 1) and value.shape == (64,)
+    single_logits, single_value = APPLY(variables, _one(obs))
+    np.testing.assert_allclose(single_logits, logits[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(single_value, value[0], rtol=1e-5, atol=1e-5)
+    masked = ~np.asarray(obs.action_mask)
+    assert masked.any(), "the sample should hold infeasible actions"
+    assert np.all(np.asarray(logits)[masked] == np.finfo(np.float32).min)
+    probs = jax.nn.softmax(logits)
+    assert np.all(np.asarray(probs)[masked] == 0.0)
+    assert np.all(np.isfinite(np.asarray(logits)[~masked])) and np.all(np.isfinite(value))
+
+
+def test_policy_actions_are_feasible_under_jit_and_vmap(data):
+    obs, _ = data
+    variables = NET.init(jax.random.PRNGKey(1), _one(obs))
+    keys = jax.random.split(jax.random.PRNGKey(2), 64)
+    for greedy in (True, False):
+        policy = jax.jit(jax.vmap(make_policy(NET, variables, greedy), (0, 0, None)))
+        actions = np.asarray(policy(keys, obs, SMALL))
+        assert actions.dtype == np.int32
+        assert np.all(np.asarray(obs.action_mask)[np.arange(64), actions])
+
+
+def test_same_parameters_for_any_number_of_nodes(data):
+    obs, _ = data
+    variables = NET.init(jax.random.PRNGKey(0), _one(obs))
+    for n in (1, 3, 40):
+        logits, value = APPLY(variables, _resize(obs, np.arange(n) % SMALL.num_nodes))
+        assert logits.shape == (64, n + 1) and value.shape == (64,)
+        assert np.all(np.isfinite(np.asarray(value)))
+
+
+def test_permutation_equivariant_over_nodes(data):
+    obs, _ = data
+    variables = NET.init(jax.random.PRNGKey(3), _one(obs))
+    perm = np.random.default_rng(0).permutation(SMALL.num_nodes)
+    logits, value = APPLY(variables, obs)
+    logits_p, value_p = APPLY(variables, _resize(obs, perm))
+    np.testing.assert_allclose(logits_p[:, :-1], logits[:, perm], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(logits_p[:, -1], logits[:, -1], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(value_p, value, rtol=1e-4, atol=1e-4)
+
+
+def test_loss_falls_on_a_fixed_batch(data):
+    """Cross-entropy to the optimal actions of a fixed batch of states drops when trained."""
+    obs, labels = data
+    variables = NET.init(jax.random.PRNGKey(5), _one(obs))
+    tx = optax.adam(1e-2)
+
+    def loss_fn(v):
+        logits, _ = NET.apply(v, obs)
+        return -jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], -1).mean()
+
+    @jax.jit
+    def train(v):
+        def sgd(carry, _):
+            v, o = carry
+            loss, g = jax.value_and_grad(loss_fn)(v)
+            u, o = tx.update(g, o, v)
+            return (optax.apply_updates(v, u), o), loss
+        return jax.lax.scan(sgd, (v, tx.init(v)), None, 60)[1]
+
+    losses = np.asarray(train(variables))
+    assert np.all(np.isfinite(losses))
+    assert losses[-1] < 0.5 * losses[0], losses

@@ -1,0 +1,135 @@
+"""The training scripts, in-process on a tiny configuration: outputs, checkpoints,
+several seeds at once, exact resume, imitation, and clear errors for bad flags."""
+
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+
+import vte
+from vte import checkpoint as ckpt
+from train import common, imitate, ppo
+
+TINY = ["--num-nodes", "8", "--queue-len", "4", "--episode-len", "6", "--num-envs", "8",
+        "--num-steps", "4", "--num-minibatches", "2", "--hidden", "16",
+        "--log-every", "2", "--checkpoint-every", "2"]
+PPO_RUN = TINY + ["--total-timesteps", str(8 * 4 * 4), "--seeds", "2"]   # 4 updates
+
+
+@pytest.fixture(scope="module")
+def ppo_run(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("ppo"))
+    results = ppo.main(PPO_RUN + ["--out", out, "--eval-episodes", "2"])
+    return out, results
+
+
+RESET = jax.jit(jax.vmap(vte.reset, (0, None)), static_argnums=1)
+
+
+def _rows(out):
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def _final_params(out, seed):
+    return ckpt.load_variables(out, seed=seed)["params"]
+
+
+def test_ppo_writes_every_output(ppo_run):
+    out, results = ppo_run
+    for name in ("config.json", "metrics.jsonl", "learning_curve.png", "eval.json"):
+        assert os.path.isfile(os.path.join(out, name)), name
+    assert sorted(int(s) for s in os.listdir(os.path.join(out, "checkpoints"))) == [2, 4]
+    rows = _rows(out)
+    assert [(r["update"], r["seed"]) for r in rows] == [(u, s) for u in (1, 2, 3, 4)
+                                                        for s in (0, 1)]
+    for key in ("step", "return", "greedy_match", "match_rate", "regret", "loss",
+                "policy_loss", "value_loss", "entropy", "sps"):
+        assert key in rows[0], key
+    assert all(np.isfinite(r["loss"]) and r["sps"] > 0 for r in rows)
+    with open(os.path.join(out, "eval.json")) as f:
+        table = json.load(f)
+    assert {"policy", "policy_seed1", "optimal", *vte.heuristics.ALL} <= set(table)
+    assert table["optimal"]["mean_regret"] == 0.0
+    assert table["policy"]["invalid_rate"] == 0.0
+    assert results == table
+
+
+def test_seeds_train_different_models(ppo_run):
+    out, _ = ppo_run
+    a, b = _final_params(out, 0), _final_params(out, 1)
+    diffs = jax.tree_util.tree_leaves(jax.tree_util.tree_map(
+        lambda x, y: float(np.max(np.abs(np.asarray(x) - np.asarray(y)))), a, b))
+    assert max(diffs) > 1e-3
+
+
+BIG = vte.EnvParams(num_nodes=20, queue_len=4)   # larger than the cluster trained on
+
+
+def test_checkpoint_round_trips_into_a_policy(ppo_run):
+    out, _ = ppo_run
+    variables = ckpt.load_variables(out, seed=1)
+    net = ckpt.network_from_config(ckpt.load_config(out))
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    obs, _ = RESET(keys, BIG)
+    policy = jax.vmap(vte.load_policy(out, seed=1), (0, 0, None))
+    actions = np.asarray(policy(keys, obs, BIG))
+    expected = np.argmax(np.asarray(net.apply(variables, obs)[0]), -1)
+    np.testing.assert_array_equal(actions, expected)
+    assert np.all(np.asarray(obs.action_mask)[np.arange(4), actions])
+    with pytest.raises(ValueError, match="seed=2"):
+        ckpt.load_variables(out, seed=2)
+
+
+def test_interrupted_and_resumed_equals_uninterrupted(ppo_run, tmp_path):
+    out_full, _ = ppo_run
+    out = str(tmp_path / "resumed")
+    ppo.main(PPO_RUN + ["--out", out, "--eval-episodes", "0", "--stop-after-updates", "2"])
+    assert ckpt.checkpoint_manager(out).latest_step() == 2
+    with open(os.path.join(out, "metrics.jsonl"), "a") as f:   # a row written after the
+        f.write(json.dumps({**_rows(out)[-1], "update": 3}) + "\n")   # checkpoint: dropped
+    ppo.main(["--resume", out])
+    for seed in (0, 1):
+        jax.tree_util.tree_map(
+            lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6),
+            _final_params(out, seed), _final_params(out_full, seed))
+    resumed, full = _rows(out), _rows(out_full)
+    assert [(r["update"], r["seed"]) for r in resumed] == [(r["update"], r["seed"])
+                                                           for r in full]
+    for a, b in zip(resumed, full):
+        np.testing.assert_allclose(a["loss"], b["loss"], rtol=1e-4, atol=1e-6)
+        assert a["greedy_match"] == pytest.approx(b["greedy_match"])
+
+
+def test_imitation_trains_and_writes_outputs(tmp_path):
+    out = str(tmp_path / "imitate")
+    imitate.main(TINY + ["--total-timesteps", str(8 * 4 * 4), "--out", out,
+                         "--eval-episodes", "0"])
+    rows = _rows(out)
+    assert [r["update"] for r in rows] == [1, 2, 3, 4]
+    assert all(np.isfinite(r["cross_entropy"]) for r in rows)
+    assert os.path.isfile(os.path.join(out, "learning_curve.png"))
+    assert ckpt.checkpoint_manager(out).latest_step() == 4
+    obs, _ = RESET(jax.random.split(jax.random.PRNGKey(1), 4), BIG)
+    actions = np.asarray(vte.load_policy(out)(jax.random.PRNGKey(0), obs, BIG))
+    assert actions.shape == (4,) and np.all(np.asarray(obs.action_mask)[np.arange(4), actions])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--num-envs", "0"], "--num-envs=0 is invalid: allowed an integer >= 1"),
+    (["--num-envs", "6", "--num-steps", "5", "--num-minibatches", "4"],
+     "--num-minibatches=4 is invalid: allowed a divisor of num_envs * num_steps = 6 * 5 = 30"),
+    (["--total-timesteps", "10"], "--total-timesteps=10 is invalid"),
+    (["--gamma", "1.5"], "--gamma=1.5 is invalid: allowed a number in [0.0, 1.0]"),
+    (["--lr", "-1"], "--lr=-1.0 is invalid"),
+    (["--num-nodes", "0"], "--num-nodes=0 is invalid: allowed an integer >= 1"),
+    (["--resume", "/nonexistent-run"], "not a training run directory"),
+])
+def test_bad_flags_fail_before_any_work(argv, message, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        ppo.main(argv + ["--out", str(tmp_path / "x")])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "x")

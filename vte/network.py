@@ -1,0 +1,122 @@
+"""The scheduler policy: a permutation-equivariant actor-critic over the nodes.
+
+    net = vte.SchedulerNet()
+    variables = net.init(key, obs)               # obs: one `vte.Observation`, or a batch
+    logits, value = net.apply(variables, obs)    # logits (..., N + 1), value (...)
+
+Why this shape. The cost of placing the head request on node n depends on node n's
+features *together with* the request's (demand against free resources, GPU model, the
+delay from the request's origin, missing preferred labels) and on the objective weights.
+So every node is encoded by one shared MLP from its own features joined with the request
+and the weights, in plain and log scale (the cost is a product of ratios such as
+`(1 + util) / speed`, a sum in log space). A deep-sets context, the mean and max over the
+nodes and the mean over the queue, conditions a second per-node layer (FiLM: a scale and
+a shift). Each node gets a logit from its own embedding; defer and the value come from the
+pooled context. Nothing depends on the number of nodes or their order: the same parameters
+serve any `num_nodes`, and permuting the nodes permutes the logits.
+
+Infeasible actions are masked with `jnp.where(action_mask, logits, finfo.min)`, so a
+sampled or greedy action is always valid.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from vte.observation import NODE_FEATURE_NAMES
+from vte.types import Observation
+
+_EXISTS = NODE_FEATURE_NAMES.index("exists")
+_LOG_FLOOR = 1e-2  # log features are log(max(x, 0) + _LOG_FLOOR)
+_MASKED = jnp.finfo(jnp.float32).min
+
+
+def _with_logs(x: jax.Array) -> jax.Array:
+    """Features joined with their logs: products of features become sums."""
+    return jnp.concatenate([x, jnp.log(jnp.maximum(x, 0.0) + _LOG_FLOOR)], axis=-1)
+
+
+def masked_logits(logits: jax.Array, action_mask: jax.Array) -> jax.Array:
+    """Infeasible actions get the least float32, so softmax gives them probability 0."""
+    return jnp.where(action_mask, logits, _MASKED)
+
+
+class SchedulerNet(nn.Module):
+    """Actor-critic over a variable number of nodes; works on any leading batch shape.
+
+    Attributes:
+      hidden: width of every layer.
+      head_hidden: width of the value head's hidden layer.
+    """
+
+    hidden: int = 64
+    head_hidden: int = 64
+
+    @nn.compact
+    def __call__(self, obs: Observation) -> tuple[jax.Array, jax.Array]:
+        h = self.hidden
+        nodes = obs.nodes                                     # (..., N, F)
+        exists = nodes[..., _EXISTS] > 0.5                    # (..., N)
+        weights = obs.weights / 3.0                           # sampled weights sum to 3
+        request = jnp.concatenate([_with_logs(obs.request), weights,
+                                   jnp.log(weights + _LOG_FLOOR)], axis=-1)
+
+        # QUEUE CONTEXT: deep set over the queued requests
+        qmask = obs.queue_mask[..., None].astype(jnp.float32)
+        q = nn.relu(nn.Dense(h, name="queue_enc")(_with_logs(obs.queue)))
+        q_mean = (q * qmask).sum(-2) / jnp.maximum(qmask.sum(-2), 1.0)
+        q_fill = qmask.mean(-2)
+
+        # PER-NODE ENCODER: node features joined with the head request and the weights.
+        # Dense(concat(node, request)) = Dense(node) + Dense(request), the request part
+        # computed once and broadcast over the nodes.
+        x = (nn.Dense(h, name="node_in")(_with_logs(nodes))
+             + nn.Dense(h, use_bias=False, name="request_in")(request)[..., None, :])
+        x = nn.relu(x)
+        x = nn.relu(nn.Dense(h, name="node_hidden")(x))        # (..., N, h)
+
+        # POOLED CONTEXT: mean and max over existing nodes, the queue, the request
+        m = exists[..., None].astype(jnp.float32)
+        n_mean = (x * m).sum(-2) / jnp.maximum(m.sum(-2), 1.0)
+        n_max = jnp.max(jnp.where(exists[..., None], x, 0.0), axis=-2)
+        ctx = jnp.concatenate([n_mean, n_max, q_mean, q_fill, request,
+                               obs.progress[..., None]], axis=-1)
+        ctx = nn.relu(nn.Dense(h, name="context")(ctx))
+
+        # PER-NODE HEAD: FiLM with the context, then one logit per node
+        film = nn.Dense(2 * h, name="film")(ctx)[..., None, :]
+        scale, shift = jnp.split(film, 2, axis=-1)
+        y = nn.relu(nn.Dense(h, name="node_out")(x) * (1.0 + scale) + shift)
+        node_logits = nn.Dense(1, name="node_logit")(y)[..., 0]      # (..., N)
+        defer_logit = nn.Dense(1, name="defer_logit")(ctx)            # (..., 1)
+        logits = jnp.concatenate([node_logits, defer_logit], axis=-1)
+        logits = masked_logits(logits, obs.action_mask)
+
+        # VALUE HEAD
+        v = nn.relu(nn.Dense(self.head_hidden, name="value_hidden")(ctx))
+        value = nn.Dense(1, name="value")(v)[..., 0]
+        return logits, value
+
+
+def make_policy(net: SchedulerNet, variables, greedy: bool = True
+                ) -> Callable[[jax.Array, Observation, object], jax.Array]:
+    """A policy `(key, obs, params) -> action` for one observation (vmap it for batches).
+
+    Greedy takes the most likely action; otherwise an action is sampled from the policy.
+    `params` (the `EnvParams`) is accepted for the common policy signature and unused.
+    """
+
+    def policy(key: jax.Array, obs: Observation, params=None) -> jax.Array:
+        logits, _ = net.apply(variables, obs)
+        if greedy:
+            return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+        return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
+
+    return policy
+
+
+__all__ = ["SchedulerNet", "make_policy", "masked_logits"]
