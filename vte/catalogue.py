@@ -122,7 +122,10 @@ LINK_DELAY_MS_PER_UNIT = 60.0  # sites sit in a unit square; delay grows with di
 # Arrivals and scoring scales.
 # --------------------------------------------------------------------------
 MAX_ARRIVALS = 4              # arrivals per step ~ Binomial(MAX_ARRIVALS, arrival_rate / 4)
-REF_WATTS_PER_CORE = 10.0     # energy normaliser: a reference job draws 10 W per core
-REF_WATTS_PER_GPU = 300.0     # ... and 300 W per GPU
-RELIABILITY_REF = 0.05        # failure probability that scores 1 on the reliability term
+# The three normalisers are set so that, with the default scenarios, the three terms vary
+# about as much between the feasible nodes of a state (median within-state std about 0.25
+# each): equal weights then mean equal say.
+REF_WATTS_PER_CORE = 20.0     # energy normaliser: a reference job draws 20 W per core
+REF_WATTS_PER_GPU = 600.0     # ... and 600 W per GPU
+RELIABILITY_REF = 0.01        # failure probability that scores 1 on the reliability term
 MBIT_PER_GB = 8000.0
