@@ -13,7 +13,8 @@ A trained scheduler (`train/ppo.py`, `train/imitate.py`) loads as a policy in on
     policy = vte.load_policy("runs/ppo")       # (key, obs, params) -> action
 """
 
-from vte import catalogue, heuristics, observation, rng, scenario, scoring, twin
+from vte import (catalogue, distributed, heuristics, observation, rng, scenario, scoring,
+                 twin)
 from vte.assignment import cost_matrix, optimal_assignment, score_assignment
 from vte.checkpoint import load_policy
 from vte.env import reset, step, step_env
@@ -35,5 +36,5 @@ __all__ = [
     "SchedulerNet", "make_policy", "load_policy",
     "Observation", "EnvState", "Cluster", "Nodes", "Requests", "Twin", "Metrics", "Counters",
     "NODE_FEATURE_NAMES", "NODE_FEATURES", "REQUEST_FEATURE_NAMES", "REQUEST_FEATURES",
-    "catalogue", "heuristics", "observation", "rng", "scenario", "scoring", "twin",
+    "catalogue", "distributed", "heuristics", "observation", "rng", "scenario", "scoring", "twin",
 ]
