@@ -201,7 +201,7 @@ def compile_train(make_update: Callable, config: dict):
 # --------------------------------------------------------------------------
 
 COMMON_DEFAULTS = dict(
-    num_envs=256, num_steps=16, total_timesteps=1_000_000, update_epochs=2,
+    num_envs=1024, num_steps=4, total_timesteps=1_000_000, update_epochs=2,
     num_minibatches=8, lr=3e-3, anneal_lr=True, max_grad_norm=1.0, seed=0, seeds=1,
     hidden=32, num_nodes=64, queue_len=8, episode_len=128, sample_weights=True,
     weights=(1.0, 1.0, 1.0), log_every=5, checkpoint_every=50, eval_episodes=64,
@@ -539,6 +539,8 @@ def plot_learning_curve(rows: list[dict], path: str, config: dict) -> None:
             if pts:
                 x, y = zip(*pts)
                 ax.plot(x, y, label=f"seed {s}", lw=1)
+        if key == "regret" and ax.lines and all(min(ln.get_ydata()) > 0 for ln in ax.lines):
+            ax.set_yscale("log")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("env steps (per seed)")
         ax.grid(alpha=0.3)

@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # run as a script: python train/imitate.py
 from train import common  # noqa: E402
 
 DEFAULTS = dict(
-    num_envs=256, num_steps=16, total_timesteps=2_000_000, update_epochs=2,
+    num_envs=1024, num_steps=4, total_timesteps=2_000_000, update_epochs=2,
     num_minibatches=8, lr=3e-3, vf_coef=0.5, out="runs/imitate",
 )
 

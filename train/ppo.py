@@ -34,7 +34,7 @@ if __package__ in (None, ""):  # run as a script: python train/ppo.py
 from train import common  # noqa: E402
 
 DEFAULTS = dict(
-    num_envs=256, num_steps=16, total_timesteps=2_000_000, update_epochs=2,
+    num_envs=1024, num_steps=4, total_timesteps=1_500_000, update_epochs=2,
     num_minibatches=8, lr=1e-3, gamma=0.0, gae_lambda=0.95, clip_eps=0.2, ent_coef=0.003,
     vf_coef=0.5, out="runs/ppo",
 )
