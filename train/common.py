@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 import time
 from typing import Any, Callable
@@ -405,11 +406,31 @@ def _rows(metrics: dict, first_update: int, config: dict, sps: float, elapsed: f
 
 
 def _read_rows(path: str, max_update: int) -> list[dict]:
+    """The logged rows up to the checkpoint's update (a line cut short by an interrupt
+    is dropped)."""
     if not os.path.exists(path):
         return []
+    rows = []
     with open(path) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
     return [r for r in rows if r["update"] <= max_update]
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _interrupt_on_sigterm():
+    """Treat SIGTERM (a preempted job, `kill`) like Ctrl-C: checkpoint, then stop.
+    Returns the previous handler, or None when not on the main thread."""
+    try:
+        return signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:  # signals can only be set from the main thread
+        return None
 
 
 # Compiled programs by configuration: runs of one configuration in a process (a resumed
@@ -465,14 +486,16 @@ def run(config: dict, make_update: Callable, out: str, resume: bool = False,
                          lambda: jax.jit(jax.vmap(chunk)).lower(runner).compile())
 
     end = num_updates if stop_after is None else min(num_updates, start + stop_after)
-    bar = tqdm(total=num_updates, initial=start, unit="update", disable=not progress,
-               desc=f"{config['algorithm']} compiling", dynamic_ncols=True)
     batch = config["num_envs"] * config["num_steps"] * config["seeds"]
-    u = start
+    u, bar = start, None
+    previous = _interrupt_on_sigterm()
     try:
         if u < end:
+            if progress:
+                print(f"{config['algorithm']}: compiling ...", file=sys.stderr, flush=True)
             get_chunk(min(log_every, end - u))
-        bar.set_description(config["algorithm"])
+        bar = tqdm(total=num_updates, initial=start, unit="update", disable=not progress,
+                   desc=config["algorithm"], dynamic_ncols=True)
         while u < end:
             length = min(log_every, end - u)
             fn = get_chunk(length)
@@ -480,26 +503,31 @@ def run(config: dict, make_update: Callable, out: str, resume: bool = False,
             new_runner, metrics = fn(runner)
             jax.block_until_ready(new_runner)
             dt = time.perf_counter() - t0
-            elapsed += dt
-            runner = new_runner
             sps = length * batch / dt
-            new_rows = list(_rows(metrics, u, config, sps, elapsed))
+            new_rows = list(_rows(metrics, u, config, sps, elapsed + dt))
             with open(metrics_path, "a") as f:
                 for row in new_rows:
                     f.write(json.dumps(row) + "\n")
+            # The runner advances once its rows are written: an interrupt saves a state
+            # whose every update is logged (rows past it are dropped on resume).
+            runner, elapsed, u = new_runner, elapsed + dt, u + length
             rows.extend(new_rows)
-            u += length
             bar.update(length)
             bar.set_postfix(_postfix(new_rows[-config["seeds"]:], sps))
             if u % ckpt_every == 0 or u == end:
                 _save(mngr, runner)
     except KeyboardInterrupt:
         _save(mngr, runner)
-        bar.close()
-        print(f"\ninterrupted after {u} updates; checkpoint saved. Continue with: "
-              f"--resume {out}", file=sys.stderr)
+        if bar is not None:
+            bar.close()
+        print(f"\ninterrupted after {int(np.asarray(runner.update)[0])} updates; checkpoint "
+              f"saved. Continue with: --resume {out}", file=sys.stderr)
         raise
-    bar.close()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    if bar is not None:
+        bar.close()
     plot_learning_curve(rows, os.path.join(out, "learning_curve.png"), config)
     if u < num_updates:
         print(f"stopped after {u} of {num_updates} updates; continue with --resume {out}")
@@ -595,4 +623,7 @@ def main(argv, description: str, algorithm: str, defaults: dict, add_algorithm_f
          algorithm_keys: tuple, ranges: dict, make_update: Callable) -> dict:
     config, out, resume, stop_after = parse(argv, description, algorithm, defaults,
                                             add_algorithm_flags, algorithm_keys, ranges)
-    return run(config, make_update, out, resume=resume, stop_after=stop_after)
+    try:
+        return run(config, make_update, out, resume=resume, stop_after=stop_after)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
