@@ -133,3 +133,18 @@ def test_bad_flags_fail_before_any_work(argv, message, capsys, tmp_path):
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "x")
+
+
+def test_make_train_is_the_training_the_script_runs(ppo_run):
+    """`make_train(config)`, jitted whole and vmapped over seeds (the research-code
+    entry point), ends where the script's chunked loop does."""
+    out, _ = ppo_run
+    config = ckpt.load_config(out)
+    runner, metrics = jax.vmap(ppo.make_train(config))(common.seed_keys(config))
+    assert metrics["loss"].shape == (2, 4)
+    for seed in (0, 1):
+        jax.tree_util.tree_map(
+            lambda x, y: np.testing.assert_allclose(x[seed], y, rtol=1e-4, atol=1e-5),
+            runner.params["params"], _final_params(out, seed))
+    losses = [r["loss"] for r in _rows(out) if r["seed"] == 1]
+    np.testing.assert_allclose(np.asarray(metrics["loss"][1]), losses, rtol=1e-4, atol=1e-6)

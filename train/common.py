@@ -358,7 +358,8 @@ def parse(argv, description: str, algorithm: str, defaults: dict,
 # The run loop
 # --------------------------------------------------------------------------
 
-def _seed_keys(config: dict) -> jax.Array:
+def seed_keys(config: dict) -> jax.Array:
+    """One key per seed (`--seeds`), from `--seed`."""
     return jax.random.split(jax.random.PRNGKey(config["seed"]), config["seeds"])
 
 
@@ -460,7 +461,7 @@ def run(config: dict, make_update: Callable, out: str, resume: bool = False,
     init, update = make_update(config)
     num_updates, log_every = config["num_updates"], config["log_every"]
     ckpt_every = math.ceil(config["checkpoint_every"] / log_every) * log_every
-    keys = _seed_keys(config)
+    keys = seed_keys(config)
     metrics_path = os.path.join(out, "metrics.jsonl")
 
     init_params = None if resume else _initial_params(config)
