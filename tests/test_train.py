@@ -83,6 +83,13 @@ def test_checkpoint_round_trips_into_a_policy(ppo_run):
         ckpt.load_variables(out, seed=2)
 
 
+def test_a_fresh_run_refuses_an_out_that_holds_checkpoints(ppo_run, capsys):
+    out, _ = ppo_run
+    with pytest.raises(SystemExit):
+        ppo.main(PPO_RUN + ["--out", out])
+    assert f"continue it with --resume {out}" in capsys.readouterr().err
+
+
 def test_interrupted_and_resumed_equals_uninterrupted(ppo_run, tmp_path):
     out_full, _ = ppo_run
     out = str(tmp_path / "resumed")

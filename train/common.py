@@ -351,6 +351,9 @@ def parse(argv, description: str, algorithm: str, defaults: dict,
     if args.stop_after_updates is not None and args.stop_after_updates < 1:
         parser.error(f"--stop-after-updates={args.stop_after_updates} is invalid: "
                      "allowed an integer >= 1")
+    if ckpt.checkpoint_steps(args.out):
+        parser.error(f"--out {args.out!r} already holds a run's checkpoints: continue it with "
+                     f"--resume {args.out}, or choose another --out")
     return config, args.out, False, args.stop_after_updates
 
 
@@ -453,10 +456,10 @@ def run(config: dict, make_update: Callable, out: str, resume: bool = False,
     """Train (or continue) a run; write its outputs. Returns the evaluation (or {})."""
     from tqdm.auto import tqdm
 
-    mngr = ckpt.checkpoint_manager(out)
-    if not resume and mngr.latest_step() is not None:
+    if not resume and ckpt.checkpoint_steps(out):
         raise FileExistsError(f"{out!r} already holds checkpoints: use --resume {out} "
                               "to continue that run, or another --out")
+    mngr = ckpt.checkpoint_manager(out)
     ckpt.save_config(out, config)
     init, update = make_update(config)
     num_updates, log_every = config["num_updates"], config["log_every"]

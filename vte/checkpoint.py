@@ -54,6 +54,14 @@ def checkpoint_manager(run_dir: str, max_to_keep: int | None = 3) -> ocp.Checkpo
                                  options=options)
 
 
+def checkpoint_steps(run_dir: str) -> list[int]:
+    """The update counts a run has checkpoints of (read only: creates nothing)."""
+    path = os.path.join(run_dir, CHECKPOINT_DIR)
+    if not os.path.isdir(path):
+        return []
+    return sorted(int(name) for name in os.listdir(path) if name.isdigit())
+
+
 def network_from_config(config: dict) -> SchedulerNet:
     """The network a run trained, built from its configuration."""
     return SchedulerNet(hidden=config["hidden"], head_hidden=config["hidden"])
@@ -62,10 +70,13 @@ def network_from_config(config: dict) -> SchedulerNet:
 def load_variables(run_dir: str, seed: int = 0, step: int | None = None) -> dict[str, Any]:
     """Network variables (`{"params": ...}`) of one seed at a checkpoint (default: latest)."""
     config = load_config(run_dir)
-    mngr = checkpoint_manager(run_dir, max_to_keep=None)
-    step = mngr.latest_step() if step is None else step
-    if step is None:
+    steps = checkpoint_steps(run_dir)
+    if not steps:
         raise FileNotFoundError(f"no checkpoint in {os.path.join(run_dir, CHECKPOINT_DIR)!r}")
+    step = steps[-1] if step is None else step
+    if step not in steps:
+        raise ValueError(f"step={step} is invalid: {run_dir!r} has checkpoints {steps}")
+    mngr = checkpoint_manager(run_dir, max_to_keep=None)
     stacked = mngr.restore(step, args=ocp.args.Composite(policy=ocp.args.StandardRestore()))
     seeds = config.get("seeds", 1)
     if not 0 <= seed < seeds:
@@ -91,4 +102,4 @@ def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | No
 
 
 __all__ = ["load_policy", "load_variables", "load_config", "save_config",
-           "checkpoint_manager", "network_from_config"]
+           "checkpoint_manager", "checkpoint_steps", "network_from_config"]
