@@ -34,7 +34,6 @@ from vte.types import Counters, EnvState, Requests
 _STREAM_NODES = 0x11
 _STREAM_ARRIVALS = 0x22
 _STREAM_REQUESTS = 0x33
-_SQRT3 = 1.7320508
 
 def _zero_counters() -> Counters:
     z = jnp.zeros((), jnp.int32)
@@ -167,7 +166,7 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     lost = active & down
     active = active & ~down
     released = scoring.slot_sum(finished | lost, nd.job_demand)
-    noise = (2.0 * rng.to_uniform(w[:, 2]) - 1.0) * _SQRT3
+    noise = rng.unit_noise(w[:, 2])
     bg = nd.bg_load + params.bg_reversion * (scenario.daily_bg_mean(cl, t1) - nd.bg_load)
     bg = jnp.clip(bg + params.bg_volatility * noise, 0.0, C.BG_MAX)
     nd = nd.replace(bg_load=bg, up=~down, fail_at=fail_at, recover_at=recover_at,

@@ -43,6 +43,11 @@ def to_uniform(w: jax.Array) -> jax.Array:
     return (w >> 8).astype(jnp.float32) * jnp.float32(1.0 / (1 << 24))
 
 
+def unit_noise(w: jax.Array) -> jax.Array:
+    """uint32 words -> float32 uniform noise of mean 0 and variance 1, in [-sqrt 3, sqrt 3)."""
+    return (2.0 * to_uniform(w) - 1.0) * jnp.float32(1.7320508)
+
+
 def seed_from_key(key: jax.Array) -> jax.Array:
     """One uint32 word drawn from a JAX key (raw or typed)."""
     return jax.random.bits(key, (), jnp.uint32)

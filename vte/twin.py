@@ -19,7 +19,6 @@ from vte.params import EnvParams
 from vte.types import Cluster, Metrics, Twin
 
 _STREAM = 0x7417  # hash stream of twin noise
-_SQRT3 = 1.7320508
 
 
 def from_metrics(metrics: Metrics) -> Twin:
@@ -45,9 +44,9 @@ def update_from_seed(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.A
 def _noisy_update(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.Array,
                   params: EnvParams) -> Twin:
     n = metrics.util.shape[0]
-    u = rng.to_uniform(rng.words(seed, _STREAM, (n, 3)))
-    report = u[:, 0] < params.twin_report_prob
-    noise = (2.0 * u[:, 1:] - 1.0) * (_SQRT3 * params.twin_noise)     # (N, 2), std twin_noise
+    w = rng.words(seed, _STREAM, (n, 3))
+    report = rng.to_uniform(w[:, 0]) < params.twin_report_prob
+    noise = rng.unit_noise(w[:, 1:]) * params.twin_noise               # (N, 2), std twin_noise
 
     cap = cluster.capacity
     util = jnp.clip(metrics.util * (1.0 + noise[:, 0]), 0.0, 1.0)
