@@ -248,8 +248,7 @@ def test_defer_moves_head_to_back(params):
 
 def _all_down(state):
     n = state.nodes
-    nodes = n.replace(up=jnp.zeros_like(n.up), fail_at=jnp.zeros_like(n.fail_at),
-                      recover_at=jnp.full_like(n.recover_at, 1e9))
+    nodes = n.replace(up=jnp.zeros_like(n.up))
     return state.replace(nodes=nodes, twin=state.twin.replace(up=jnp.zeros_like(n.up)))
 
 
@@ -289,10 +288,9 @@ def test_edges_defer_is_optimal_and_everything_finite(edge, params, jit_step, ji
 def test_node_failure_kills_jobs_and_counts_them(params, jit_step, jit_reset):
     _, state = jit_reset(jax.random.PRNGKey(0), params)
     state = _full(state, params)
-    n = state.nodes
-    # Node 0 fails within the next step.
-    nodes = n.replace(fail_at=n.fail_at.at[0].set(1.0), recover_at=n.recover_at.at[0].set(1e8))
-    state = state.replace(nodes=nodes)
+    # Node 0 fails within the next step for sure.
+    cl = state.cluster
+    state = state.replace(cluster=cl.replace(step_fail_prob=cl.step_fail_prob.at[0].set(1.0)))
     _, new, _, _, _, info = jit_step(jax.random.PRNGKey(1), state, params.num_nodes, params)
     assert not bool(new.nodes.up[0])
     assert int(info["jobs_lost"]) == params.slots_per_node

@@ -44,10 +44,10 @@ def _zero_counters() -> Counters:
 
 def reset_state(key: jax.Array, params: EnvParams) -> EnvState:
     """A fresh scenario at time 0."""
-    k_cluster, k_nodes, k_queue, k_weights = jax.random.split(key, 4)
+    k_cluster, k_queue, k_weights = jax.random.split(key, 3)
     cluster = scenario.sample_cluster(k_cluster, params)
-    nodes = scenario.initial_nodes(k_nodes, cluster, params)
-    queue = scenario.initial_queue(k_queue, params)
+    nodes = scenario.initial_nodes(cluster, params)
+    queue, incoming = scenario.initial_queue(k_queue, params)
     if params.sample_weights:
         weights = 3.0 * jax.random.dirichlet(k_weights, jnp.ones((3,)))
     else:
@@ -56,6 +56,7 @@ def reset_state(key: jax.Array, params: EnvParams) -> EnvState:
         cluster=cluster,
         nodes=nodes,
         queue=queue,
+        incoming=incoming,
         twin=twin.from_metrics(scoring.measure(cluster, nodes)),
         node_static=static_node_features(cluster),
         counters=_zero_counters(),
@@ -153,34 +154,29 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     )
     q = _advance_queue(q, place, defer)
 
-    # ADVANCE TIME: completions, failures, background load
+    # ADVANCE TIME: completions, failures and repairs, background load
     t1 = state.time + params.step_seconds
     finished = nd.job_active & (nd.job_end <= t1)
-    active = nd.job_active & ~finished
-    w = rng.words(seed, _STREAM_NODES, (n, 3))
-    passed = t1 >= nd.recover_at
-    next_fail, next_recover = scenario.failure_window(w[:, :2], nd.recover_at, cl, params)
-    fail_at = jnp.where(passed, next_fail, nd.fail_at)
-    recover_at = jnp.where(passed, next_recover, nd.recover_at)
-    down = (fail_at <= t1) & (t1 < recover_at)
-    lost = active & down
-    active = active & ~down
+    w = rng.words(seed, _STREAM_NODES, (n, 2))
+    # Up nodes fail with their per-step probability, failed ones are repaired with
+    # repair_prob: one uniform per node decides both.
+    flip = rng.to_uniform(w[:, 0]) < jnp.where(nd.up, cl.step_fail_prob,
+                                               scenario.repair_prob(params))
+    up = nd.up ^ flip
+    lost = nd.job_active & ~finished & ~up
+    active = nd.job_active & ~finished & up
     released = scoring.slot_sum(finished | lost, nd.job_demand)
-    noise = rng.unit_noise(w[:, 2])
+    noise = rng.unit_noise(w[:, 1])
     bg = nd.bg_load + params.bg_reversion * (scenario.daily_bg_mean(cl, t1) - nd.bg_load)
     bg = jnp.clip(bg + params.bg_volatility * noise, 0.0, C.BG_MAX)
-    nd = nd.replace(bg_load=bg, up=~down, fail_at=fail_at, recover_at=recover_at,
-                    job_active=active, alloc=nd.alloc - released)
+    nd = nd.replace(bg_load=bg, up=up, job_active=active, alloc=nd.alloc - released)
 
-    # ARRIVALS
+    # ARRIVALS: the candidates drawn at the previous step join; the next ones are drawn.
     wa = rng.words(seed, _STREAM_ARRIVALS, (C.MAX_ARRIVALS,))
     n_new = jnp.sum(rng.to_uniform(wa) < params.arrival_rate / C.MAX_ARRIVALS)
-    new = scenario.sample_requests(
+    q, dropped = _append(q, state.incoming, n_new)
+    incoming = scenario.sample_requests(
         rng.words(seed, _STREAM_REQUESTS, (C.MAX_ARRIVALS, scenario.NUM_REQUEST_WORDS)), params)
-    # Materialise the candidates once: otherwise XLA fuses their sampling into every queue
-    # slot that might take them and recomputes it K times.
-    new = lax.optimization_barrier(new)
-    q, dropped = _append(q, new, n_new)
 
     # DIGITAL TWIN
     tw = twin.update_from_seed(state.twin, scoring.measure(cl, nd), cl, seed, params)
@@ -193,8 +189,8 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
         dropped=c.dropped + dropped, jobs_lost=c.jobs_lost + n_lost,
         completed=c.completed + jnp.sum(finished).astype(jnp.int32),
         matched=c.matched + matched, regret=c.regret + regret, energy=c.energy + energy)
-    state = state.replace(nodes=nd, queue=q, twin=tw, counters=counters, time=t1,
-                          steps=state.steps + 1)
+    state = state.replace(nodes=nd, queue=q, incoming=incoming, twin=tw, counters=counters,
+                          time=t1, steps=state.steps + 1)
     truncated = state.steps >= params.episode_len
     terminated = jnp.zeros((), bool)
     info = {
@@ -226,9 +222,18 @@ def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: EnvPara
 # Auto-reset, batched without paying for a reset in every step
 # --------------------------------------------------------------------------
 
+def _reset_key(key: jax.Array) -> jax.Array:
+    """The key of the scenario that follows an episode ending in a step with `key`.
+
+    Derived only when some environment is done; independent of the step's own word
+    (`seed_from_key(key)` reads another counter of the same key).
+    """
+    return jax.random.split(key)[1]
+
+
 @jax.custom_batching.custom_vmap
 def _reset_if_done(key, state, done, params):
-    return lax.cond(done, lambda: reset_state(key, params), lambda: state)
+    return lax.cond(done, lambda: reset_state(_reset_key(key), params), lambda: state)
 
 
 @_reset_if_done.def_vmap
@@ -242,7 +247,7 @@ def _reset_if_done_batched(axis_size, in_batched, key, state, done, params):
                                                               in_batched))
 
     def do_reset():
-        fresh = jax.vmap(reset_state)(key, params)
+        fresh = jax.vmap(lambda k, p: reset_state(_reset_key(k), p))(key, params)
         return jax.tree_util.tree_map(
             lambda new, old: jnp.where(done.reshape((axis_size,) + (1,) * (new.ndim - 1)),
                                        new, old), fresh, state)
@@ -266,8 +271,7 @@ def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
       `failure_prob`, `dropped`, `jobs_lost`, `counters` (episode totals before any reset)
       and `final_observation` (the observation before any reset).
     """
-    k_step, k_reset = jax.random.split(key)
-    state, reward, terminated, truncated, info = _transition(k_step, state, action, params)
+    state, reward, terminated, truncated, info = _transition(key, state, action, params)
     info["final_observation"] = get_obs(state, params)
-    state = _reset_if_done(k_reset, state, terminated | truncated, params)
+    state = _reset_if_done(key, state, terminated | truncated, params)
     return get_obs(state, params), state, reward, terminated, truncated, info

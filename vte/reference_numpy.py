@@ -48,19 +48,19 @@ class State:
     power_idle: np.ndarray
     power_peak: np.ndarray
     failure_rate: np.ndarray
+    step_fail_prob: np.ndarray
     bg_mean: np.ndarray
     link_delay: np.ndarray
     # nodes
     bg_load: np.ndarray
     up: np.ndarray
-    fail_at: np.ndarray
-    recover_at: np.ndarray
     alloc: np.ndarray
     job_active: np.ndarray
     job_demand: np.ndarray
     job_end: np.ndarray
-    # queue: dict field -> array with leading K
+    # queue: dict field -> array with leading K; incoming: the next step's candidates
     queue: dict
+    incoming: dict
     # twin
     twin: dict
     weights: np.ndarray
@@ -159,11 +159,9 @@ def _daily_mean(s: State, t) -> np.ndarray:
     return np.clip(s.bg_mean * profile[s.site], 0, C.BG_MAX).astype(f32)
 
 
-def _failure_window(w2, start, rate_per_h, params):
-    gap = -np.log1p(-uniform(w2[:, 0])) / np.maximum(rate_per_h / f32(3600), f32(1e-12))
-    repair = -np.log1p(-uniform(w2[:, 1])) * f32(params.repair_hours * 3600.0)
-    fail_at = np.minimum(start + gap, f32(1e30))
-    return fail_at.astype(f32), np.minimum(fail_at + repair, f32(1e30)).astype(f32)
+def _per_step(rate_per_h, params):
+    """Probability of a Poisson event of `rate_per_h` within one step."""
+    return (-np.expm1(-np.asarray(rate_per_h, f32) * f32(params.step_seconds / 3600.0))).astype(f32)
 
 
 def reset(rng: np.random.Generator, params) -> State:
@@ -198,22 +196,21 @@ def reset(rng: np.random.Generator, params) -> State:
         speed=_between(u[:, 7], K(C.KIND_SPEED)), bandwidth=bandwidth, power_idle=idle,
         power_peak=np.maximum(_between(u[:, 10], K(C.KIND_PEAK_W)), idle),
         failure_rate=K(C.KIND_FAILURE_RATE) * f32(params.failure_rate_scale),
+        step_fail_prob=_per_step(K(C.KIND_FAILURE_RATE) * f32(params.failure_rate_scale), params),
         bg_mean=_between(u[:, 15], np.asarray(C.LOAD_LEVELS, f32)[level]),
         link_delay=np.where(np.eye(s, dtype=bool), C.INTRA_SITE_DELAY_MS,
                             C.LINK_BASE_DELAY_MS + C.LINK_DELAY_MS_PER_UNIT * dist).astype(f32),
-        bg_load=np.zeros(n, f32), up=np.ones(n, bool), fail_at=np.zeros(n, f32),
-        recover_at=np.zeros(n, f32), alloc=np.zeros((4, n), f32),
+        bg_load=np.zeros(n, f32), up=np.ones(n, bool), alloc=np.zeros((4, n), f32),
         job_active=np.zeros((params.slots_per_node, n), bool),
         job_demand=np.zeros((4, params.slots_per_node, n), f32),
         job_end=np.zeros((params.slots_per_node, n), f32),
-        queue={}, twin={}, weights=np.asarray(params.weights, f32), time=0.0, steps=0)
+        queue={}, incoming={}, twin={}, weights=np.asarray(params.weights, f32), time=0.0, steps=0)
     state.bg_load = _daily_mean(state, 0.0)
-    state.fail_at, state.recover_at = _failure_window(
-        rng.integers(0, 2**32, (n, 2), dtype=np.uint32), np.zeros(n, f32), state.failure_rate,
-        params)
     k = params.queue_len
     state.queue = sample_requests(rng.integers(0, 2**32, (k, NUM_REQUEST_WORDS), dtype=np.uint32),
                                   params)
+    state.incoming = sample_requests(
+        rng.integers(0, 2**32, (C.MAX_ARRIVALS, NUM_REQUEST_WORDS), dtype=np.uint32), params)
     state.queue["valid"] = np.arange(k) < round(params.initial_queue_fill * k)
     if params.sample_weights:
         state.weights = (3 * rng.dirichlet(np.ones(3))).astype(f32)
@@ -315,29 +312,28 @@ def step(state: State, action: int, seed_or_rng, params):
     t1 = f32(s.time) + f32(params.step_seconds)
     finished = s.job_active & (s.job_end <= t1)
     active = s.job_active & ~finished
-    w = words(seed, _STREAM_NODES, (n, 3))
-    passed = t1 >= s.recover_at
-    nf, nr = _failure_window(w[:, :2], s.recover_at, s.failure_rate, params)
-    s.fail_at = np.where(passed, nf, s.fail_at)
-    s.recover_at = np.where(passed, nr, s.recover_at)
-    down = (s.fail_at <= t1) & (t1 < s.recover_at)
+    w = words(seed, _STREAM_NODES, (n, 2))
+    # An up node fails with its per-step probability; a failed one is repaired with the
+    # per-step probability of a repair (mean repair_hours).
+    p_flip = np.where(s.up, s.step_fail_prob, _per_step(1.0 / params.repair_hours, params))
+    down = ~(s.up != (uniform(w[:, 0]) < p_flip))
     lost = active & down
     s.job_active = active & ~down
     s.alloc = s.alloc - np.where((finished | lost)[None], s.job_demand, 0).sum(1)
-    z = (f32(2) * uniform(w[:, 2]) - f32(1)) * f32(1.7320508)
+    z = (f32(2) * uniform(w[:, 1]) - f32(1)) * f32(1.7320508)
     bg = s.bg_load + f32(params.bg_reversion) * (_daily_mean(s, t1) - s.bg_load)
     s.bg_load = np.clip(bg + f32(params.bg_volatility) * z, 0, C.BG_MAX).astype(f32)
     s.up = ~down
 
     n_new = int((uniform(words(seed, _STREAM_ARRIVALS, (C.MAX_ARRIVALS,)))
                  < f32(params.arrival_rate) / f32(C.MAX_ARRIVALS)).sum())
-    new = sample_requests(words(seed, _STREAM_REQUESTS, (C.MAX_ARRIVALS, NUM_REQUEST_WORDS)),
-                          params)
     count = int(s.queue["valid"].sum())
     fit = min(n_new, k - count)
     for name in s.queue:
-        s.queue[name][count:count + fit] = new[name][:fit]
+        s.queue[name][count:count + fit] = s.incoming[name][:fit]
     dropped = n_new - fit
+    s.incoming = sample_requests(
+        words(seed, _STREAM_REQUESTS, (C.MAX_ARRIVALS, NUM_REQUEST_WORDS)), params)
 
     m = _measure(s)
     u = uniform(words(seed, _STREAM_TWIN, (n, 3)))
@@ -373,11 +369,12 @@ def from_jax(state) -> State:
         mask=g(cl.mask), tier=g(cl.tier), capacity=g(cl.capacity), gpu_model=g(cl.gpu_model),
         labels=g(cl.labels), site=g(cl.site), speed=g(cl.speed), bandwidth=g(cl.bandwidth),
         power_idle=g(cl.power_idle), power_peak=g(cl.power_peak),
-        failure_rate=g(cl.failure_rate), bg_mean=g(cl.bg_mean), link_delay=g(cl.link_delay),
-        bg_load=g(nd.bg_load), up=g(nd.up), fail_at=g(nd.fail_at), recover_at=g(nd.recover_at),
+        failure_rate=g(cl.failure_rate), step_fail_prob=g(cl.step_fail_prob),
+        bg_mean=g(cl.bg_mean), link_delay=g(cl.link_delay), bg_load=g(nd.bg_load), up=g(nd.up),
         alloc=g(nd.alloc), job_active=g(nd.job_active), job_demand=g(nd.job_demand),
         job_end=g(nd.job_end),
         queue={name: g(getattr(state.queue, name)) for name in REQUEST_FIELDS},
+        incoming={name: g(getattr(state.incoming, name)) for name in REQUEST_FIELDS},
         twin={name: g(getattr(state.twin, name)) for name in
               ("util", "mem_util", "free", "power", "up", "jobs", "age")},
         weights=g(state.weights), time=float(state.time), steps=int(state.steps))

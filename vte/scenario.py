@@ -105,6 +105,8 @@ def sample_cluster(key: jax.Array, params: EnvParams) -> Cluster:
     level = categorical(u[:, 14], _f32(params.load_shares))
     bg_mean = _between(u[:, 15], _f32(C.LOAD_LEVELS)[level])
 
+    failure_rate = _f32(C.KIND_FAILURE_RATE)[kind] * params.failure_rate_scale
+
     pos = jax.random.uniform(k_sites, (s, 2))
     dist = jnp.sqrt(jnp.sum((pos[:, None, :] - pos[None, :, :]) ** 2, axis=-1))
     link_delay = jnp.where(jnp.eye(s, dtype=bool), C.INTRA_SITE_DELAY_MS,
@@ -122,7 +124,8 @@ def sample_cluster(key: jax.Array, params: EnvParams) -> Cluster:
         bandwidth=bandwidth,
         power_idle=power_idle,
         power_peak=power_peak,
-        failure_rate=_f32(C.KIND_FAILURE_RATE)[kind] * params.failure_rate_scale,
+        failure_rate=failure_rate,
+        step_fail_prob=step_event_prob(failure_rate, params),
         bg_mean=bg_mean,
         link_delay=link_delay.astype(jnp.float32),
     )
@@ -166,31 +169,24 @@ def sample_requests(w: jax.Array, params: EnvParams) -> Requests:
     )
 
 
-def exponential(w: jax.Array) -> jax.Array:
-    """Unit-mean exponential variates from words (finite: at most about 16.6)."""
-    return -jnp.log1p(-rng.to_uniform(w))
+def step_event_prob(rate_per_hour: jax.Array, params: EnvParams) -> jax.Array:
+    """Probability that a Poisson event of `rate_per_hour` happens within one step:
+    1 - exp(-rate * step_seconds / 3600). Used for failures (rate = failure_rate) and
+    repairs (rate = 1 / repair_hours)."""
+    return -jnp.expm1(-rate_per_hour * (params.step_seconds / 3600.0))
 
 
-def failure_window(words2: jax.Array, start: jax.Array, cluster: Cluster,
-                   params: EnvParams) -> tuple[jax.Array, jax.Array]:
-    """Next failure after `start`: (fail_at, recover_at), s; words2 is (N, 2) uint32."""
-    rate_per_s = cluster.failure_rate / 3600.0
-    gap = exponential(words2[..., 0]) / jnp.maximum(rate_per_s, 1e-12)
-    repair = exponential(words2[..., 1]) * (params.repair_hours * 3600.0)
-    fail_at = jnp.minimum(start + gap, 1e30)
-    return fail_at, jnp.minimum(fail_at + repair, 1e30)
+def repair_prob(params: EnvParams) -> jax.Array:
+    """Probability that a failed node is repaired within one step, ()."""
+    return step_event_prob(1.0 / params.repair_hours, params)
 
 
-def initial_nodes(key: jax.Array, cluster: Cluster, params: EnvParams) -> Nodes:
-    """Dynamic node state at time 0: no jobs, all nodes up, first failures drawn."""
+def initial_nodes(cluster: Cluster, params: EnvParams) -> Nodes:
+    """Dynamic node state at time 0: no jobs, all nodes up, background load at its profile."""
     n, j = params.num_nodes, params.slots_per_node
-    w = jax.random.bits(key, (n, 2), jnp.uint32)
-    fail_at, recover_at = failure_window(w, jnp.zeros((n,), jnp.float32), cluster, params)
     return Nodes(
         bg_load=daily_bg_mean(cluster, jnp.float32(0.0)),
         up=jnp.ones((n,), bool),
-        fail_at=fail_at,
-        recover_at=recover_at,
         alloc=jnp.zeros((C.NUM_RESOURCES, n), jnp.float32),
         job_active=jnp.zeros((j, n), bool),
         job_demand=jnp.zeros((C.NUM_RESOURCES, j, n), jnp.float32),
@@ -198,14 +194,18 @@ def initial_nodes(key: jax.Array, cluster: Cluster, params: EnvParams) -> Nodes:
     )
 
 
-def initial_queue(key: jax.Array, params: EnvParams) -> Requests:
-    """A queue filled to `initial_queue_fill` of its length with fresh requests."""
+def initial_queue(key: jax.Array, params: EnvParams) -> tuple[Requests, Requests]:
+    """(queue, incoming): a queue filled to `initial_queue_fill` of its K slots with fresh
+    requests, and the MAX_ARRIVALS candidates of the first step's arrivals."""
     k = params.queue_len
-    queue = sample_requests(jax.random.bits(key, (k, NUM_REQUEST_WORDS), jnp.uint32), params)
+    words = jax.random.bits(key, (k + C.MAX_ARRIVALS, NUM_REQUEST_WORDS), jnp.uint32)
+    reqs = sample_requests(words, params)
+    queue = jax.tree_util.tree_map(lambda x: x[:k], reqs)
+    incoming = jax.tree_util.tree_map(lambda x: x[k:], reqs)
     filled = jnp.round(params.initial_queue_fill * k)
-    return queue.replace(valid=(jnp.arange(k) < filled).astype(jnp.bool_))
+    return queue.replace(valid=(jnp.arange(k) < filled).astype(jnp.bool_)), incoming
 
 
 __all__ = ["sample_cluster", "sample_requests", "initial_nodes", "initial_queue",
-           "daily_bg_mean", "failure_window", "categorical", "NUM_NODE_WORDS",
+           "daily_bg_mean", "step_event_prob", "repair_prob", "categorical", "NUM_NODE_WORDS",
            "NUM_REQUEST_WORDS"]

@@ -31,6 +31,8 @@ class Cluster:
     power_idle: jax.Array    # (N,) float32, W
     power_peak: jax.Array    # (N,) float32, W at 100 % CPU (GPUs add GPU_WATTS each)
     failure_rate: jax.Array  # (N,) float32, failures per hour (already scaled)
+    step_fail_prob: jax.Array  # (N,) float32, probability that an up node fails within one
+                             # step, 1 - exp(-failure_rate * step_seconds / 3600)
     bg_mean: jax.Array       # (N,) float32, long-run mean of background CPU load, fraction
     link_delay: jax.Array    # (S, S) float32, ms between sites
 
@@ -41,8 +43,6 @@ class Nodes:
 
     bg_load: jax.Array       # (N,) float32, background CPU load of other tenants, fraction
     up: jax.Array            # (N,) bool, healthy; a failed node accepts nothing
-    fail_at: jax.Array       # (N,) float32, s, start of the next (or current) failure
-    recover_at: jax.Array    # (N,) float32, s, end of that failure
     alloc: jax.Array         # (R, N) float32, resources held by running jobs (the sum over
                              # active slots of job_demand, kept up to date incrementally)
     job_active: jax.Array    # (J, N) bool, slot holds a running job
@@ -114,6 +114,8 @@ class EnvState:
     cluster: Cluster
     nodes: Nodes
     queue: Requests          # fields with leading (K,)
+    incoming: Requests       # fields with leading (MAX_ARRIVALS,): the candidates that join
+                             # the queue at the next step (drawn one step ahead)
     twin: Twin
     counters: Counters
     node_static: jax.Array   # (N, NODE_STATIC_FEATURES) float32, the per-episode part of the
