@@ -14,7 +14,7 @@ PARAMS = SMALL.replace(failure_rate_scale=50.0, repair_hours=0.2, twin_noise=0.0
 
 def _compare_states(s_ref: ref.State, s_jax: vte.EnvState):
     r = ref.from_jax(s_jax)
-    for name in ("alloc", "bg_load", "job_end"):
+    for name in ("alloc", "bg_load", "bg_next", "job_end"):
         np.testing.assert_allclose(getattr(s_ref, name), getattr(r, name), rtol=1e-5, atol=1e-3,
                                    err_msg=name)
     for name in ("up", "job_active"):

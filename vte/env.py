@@ -44,9 +44,9 @@ def _zero_counters() -> Counters:
 
 def reset_state(key: jax.Array, params: EnvParams) -> EnvState:
     """A fresh scenario at time 0."""
-    k_cluster, k_queue, k_weights = jax.random.split(key, 3)
+    k_cluster, k_nodes, k_queue, k_weights = jax.random.split(key, 4)
     cluster = scenario.sample_cluster(k_cluster, params)
-    nodes = scenario.initial_nodes(cluster, params)
+    nodes = scenario.initial_nodes(k_nodes, cluster, params)
     queue, incoming = scenario.initial_queue(k_queue, params)
     if params.sample_weights:
         weights = 3.0 * jax.random.dirichlet(k_weights, jnp.ones((3,)))
@@ -166,10 +166,11 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     lost = nd.job_active & ~finished & ~up
     active = nd.job_active & ~finished & up
     released = scoring.slot_sum(finished | lost, nd.job_demand)
-    noise = rng.unit_noise(w[:, 1])
-    bg = nd.bg_load + params.bg_reversion * (scenario.daily_bg_mean(cl, t1) - nd.bg_load)
-    bg = jnp.clip(bg + params.bg_volatility * noise, 0.0, C.BG_MAX)
-    nd = nd.replace(bg_load=bg, up=up, job_active=active, alloc=nd.alloc - released)
+    # The load at t1 was drawn one step ahead; draw the one at t1 + dt.
+    bg_next = scenario.bg_move(nd.bg_next, rng.unit_noise(w[:, 1]), cl,
+                               t1 + params.step_seconds, params)
+    nd = nd.replace(bg_load=nd.bg_next, bg_next=bg_next, up=up, job_active=active,
+                    alloc=nd.alloc - released)
 
     # ARRIVALS: the candidates drawn at the previous step join; the next ones are drawn.
     wa = rng.words(seed, _STREAM_ARRIVALS, (C.MAX_ARRIVALS,))
@@ -181,13 +182,13 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     # DIGITAL TWIN
     tw = twin.update_from_seed(state.twin, scoring.measure(cl, nd), cl, seed, params)
 
-    n_lost = jnp.sum(lost).astype(jnp.int32)
+    n_lost = jnp.sum(scoring.slot_count(lost)).astype(jnp.int32)
     matched = a == opt
     c = state.counters
     counters = c.replace(
         placed=c.placed + place, deferred=c.deferred + defer, invalid=c.invalid + ~valid,
         dropped=c.dropped + dropped, jobs_lost=c.jobs_lost + n_lost,
-        completed=c.completed + jnp.sum(finished).astype(jnp.int32),
+        completed=c.completed + jnp.sum(scoring.slot_count(finished)).astype(jnp.int32),
         matched=c.matched + matched, regret=c.regret + regret, energy=c.energy + energy)
     state = state.replace(nodes=nd, queue=q, incoming=incoming, twin=tw, counters=counters,
                           time=t1, steps=state.steps + 1)

@@ -53,6 +53,7 @@ class State:
     link_delay: np.ndarray
     # nodes
     bg_load: np.ndarray
+    bg_next: np.ndarray
     up: np.ndarray
     alloc: np.ndarray
     job_active: np.ndarray
@@ -164,6 +165,16 @@ def _per_step(rate_per_h, params):
     return (-np.expm1(-np.asarray(rate_per_h, f32) * f32(params.step_seconds / 3600.0))).astype(f32)
 
 
+def _unit_noise(w):
+    return (f32(2) * uniform(w) - f32(1)) * f32(1.7320508)
+
+
+def _bg_move(s: State, bg, z, t, params):
+    """The background load one step later, at time t (z: unit-variance noise)."""
+    bg = bg + f32(params.bg_reversion) * (_daily_mean(s, t) - bg)
+    return np.clip(bg + f32(params.bg_volatility) * z, 0, C.BG_MAX).astype(f32)
+
+
 def reset(rng: np.random.Generator, params) -> State:
     """A fresh scenario drawn with NumPy's generator (same distributions as `vte.reset`)."""
     n, s = params.num_nodes, params.num_sites
@@ -200,12 +211,15 @@ def reset(rng: np.random.Generator, params) -> State:
         bg_mean=_between(u[:, 15], np.asarray(C.LOAD_LEVELS, f32)[level]),
         link_delay=np.where(np.eye(s, dtype=bool), C.INTRA_SITE_DELAY_MS,
                             C.LINK_BASE_DELAY_MS + C.LINK_DELAY_MS_PER_UNIT * dist).astype(f32),
-        bg_load=np.zeros(n, f32), up=np.ones(n, bool), alloc=np.zeros((4, n), f32),
+        bg_load=np.zeros(n, f32), bg_next=np.zeros(n, f32), up=np.ones(n, bool), alloc=np.zeros((4, n), f32),
         job_active=np.zeros((params.slots_per_node, n), bool),
         job_demand=np.zeros((4, params.slots_per_node, n), f32),
         job_end=np.zeros((params.slots_per_node, n), f32),
         queue={}, incoming={}, twin={}, weights=np.asarray(params.weights, f32), time=0.0, steps=0)
     state.bg_load = _daily_mean(state, 0.0)
+    state.bg_next = _bg_move(state, state.bg_load,
+                             _unit_noise(rng.integers(0, 2**32, n, dtype=np.uint32)),
+                             f32(params.step_seconds), params)
     k = params.queue_len
     state.queue = sample_requests(rng.integers(0, 2**32, (k, NUM_REQUEST_WORDS), dtype=np.uint32),
                                   params)
@@ -320,9 +334,10 @@ def step(state: State, action: int, seed_or_rng, params):
     lost = active & down
     s.job_active = active & ~down
     s.alloc = s.alloc - np.where((finished | lost)[None], s.job_demand, 0).sum(1)
-    z = (f32(2) * uniform(w[:, 1]) - f32(1)) * f32(1.7320508)
-    bg = s.bg_load + f32(params.bg_reversion) * (_daily_mean(s, t1) - s.bg_load)
-    s.bg_load = np.clip(bg + f32(params.bg_volatility) * z, 0, C.BG_MAX).astype(f32)
+    # The background load is exogenous: its value at t1 was drawn a step ahead.
+    s.bg_load = s.bg_next
+    s.bg_next = _bg_move(s, s.bg_load, _unit_noise(w[:, 1]), t1 + f32(params.step_seconds),
+                         params)
     s.up = ~down
 
     n_new = int((uniform(words(seed, _STREAM_ARRIVALS, (C.MAX_ARRIVALS,)))
@@ -338,7 +353,7 @@ def step(state: State, action: int, seed_or_rng, params):
     m = _measure(s)
     u = uniform(words(seed, _STREAM_TWIN, (n, 3)))
     report = u[:, 0] < f32(params.twin_report_prob)
-    e = (f32(2) * u[:, 1:] - f32(1)) * f32(1.7320508 * params.twin_noise)
+    e = _unit_noise(words(seed, _STREAM_TWIN, (n, 3))[:, 1:]) * f32(params.twin_noise)
     util = np.clip(m["util"] * (1 + e[:, 0]), 0, 1)
     mem_util = np.clip(m["mem_util"] * (1 + e[:, 0]), 0, 1)
     free = m["free"].copy()
@@ -370,7 +385,8 @@ def from_jax(state) -> State:
         labels=g(cl.labels), site=g(cl.site), speed=g(cl.speed), bandwidth=g(cl.bandwidth),
         power_idle=g(cl.power_idle), power_peak=g(cl.power_peak),
         failure_rate=g(cl.failure_rate), step_fail_prob=g(cl.step_fail_prob),
-        bg_mean=g(cl.bg_mean), link_delay=g(cl.link_delay), bg_load=g(nd.bg_load), up=g(nd.up),
+        bg_mean=g(cl.bg_mean), link_delay=g(cl.link_delay), bg_load=g(nd.bg_load),
+        bg_next=g(nd.bg_next), up=g(nd.up),
         alloc=g(nd.alloc), job_active=g(nd.job_active), job_demand=g(nd.job_demand),
         job_end=g(nd.job_end),
         queue={name: g(getattr(state.queue, name)) for name in REQUEST_FIELDS},

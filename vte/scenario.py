@@ -181,11 +181,23 @@ def repair_prob(params: EnvParams) -> jax.Array:
     return step_event_prob(1.0 / params.repair_hours, params)
 
 
-def initial_nodes(cluster: Cluster, params: EnvParams) -> Nodes:
-    """Dynamic node state at time 0: no jobs, all nodes up, background load at its profile."""
+def bg_move(bg: jax.Array, noise: jax.Array, cluster: Cluster, time: jax.Array,
+            params: EnvParams) -> jax.Array:
+    """Background load one step later, at `time`: a mean-reverting move towards the daily
+    profile plus `bg_volatility` times unit-variance `noise` (N,), clipped to [0, BG_MAX]."""
+    bg = bg + params.bg_reversion * (daily_bg_mean(cluster, time) - bg)
+    return jnp.clip(bg + params.bg_volatility * noise, 0.0, C.BG_MAX)
+
+
+def initial_nodes(key: jax.Array, cluster: Cluster, params: EnvParams) -> Nodes:
+    """Dynamic node state at time 0: no jobs, all nodes up, background load at its profile
+    (and its first move drawn)."""
     n, j = params.num_nodes, params.slots_per_node
+    bg = daily_bg_mean(cluster, jnp.float32(0.0))
+    noise = rng.unit_noise(jax.random.bits(key, (n,), jnp.uint32))
     return Nodes(
-        bg_load=daily_bg_mean(cluster, jnp.float32(0.0)),
+        bg_load=bg,
+        bg_next=bg_move(bg, noise, cluster, jnp.float32(params.step_seconds), params),
         up=jnp.ones((n,), bool),
         alloc=jnp.zeros((C.NUM_RESOURCES, n), jnp.float32),
         job_active=jnp.zeros((j, n), bool),
@@ -207,5 +219,5 @@ def initial_queue(key: jax.Array, params: EnvParams) -> tuple[Requests, Requests
 
 
 __all__ = ["sample_cluster", "sample_requests", "initial_nodes", "initial_queue",
-           "daily_bg_mean", "step_event_prob", "repair_prob", "categorical", "NUM_NODE_WORDS",
+           "daily_bg_mean", "bg_move", "step_event_prob", "repair_prob", "categorical", "NUM_NODE_WORDS",
            "NUM_REQUEST_WORDS"]

@@ -59,6 +59,12 @@ def slot_sum(mask: jax.Array, demand: jax.Array) -> jax.Array:
     return sum(jnp.where(mask[i], demand[:, i], 0.0) for i in range(mask.shape[0]))
 
 
+def slot_count(mask: jax.Array) -> jax.Array:
+    """Number of slots selected by `mask` (J, N) on each node, (N,) float32 (unrolled, as
+    `slot_sum`)."""
+    return sum(mask[i].astype(jnp.float32) for i in range(mask.shape[0]))
+
+
 def allocated(nodes: Nodes) -> jax.Array:
     """Resources held by running jobs recomputed from the slots, (R, N) (equals `nodes.alloc`)."""
     return slot_sum(nodes.job_active, nodes.job_demand)
@@ -83,7 +89,7 @@ def measure(cluster: Cluster, nodes: Nodes) -> Metrics:
         free=cap - used,
         power=jnp.where(nodes.up, power, 0.0),
         up=nodes.up,
-        jobs=jnp.sum(nodes.job_active, axis=0).astype(jnp.float32),
+        jobs=slot_count(nodes.job_active),
     )
 
 

@@ -42,6 +42,8 @@ class Nodes:
     """Dynamic ground truth of the nodes."""
 
     bg_load: jax.Array       # (N,) float32, background CPU load of other tenants, fraction
+    bg_next: jax.Array       # (N,) float32, the background load at the next step (the load
+                             # is exogenous, so its path is drawn one step ahead)
     up: jax.Array            # (N,) bool, healthy; a failed node accepts nothing
     alloc: jax.Array         # (R, N) float32, resources held by running jobs (the sum over
                              # active slots of job_demand, kept up to date incrementally)
