@@ -215,6 +215,21 @@ def test_placement_respects_capacity(params, jit_step, jit_reset):
     np.testing.assert_allclose(state.nodes.alloc, vte.scoring.allocated(state.nodes), atol=1e-3)
 
 
+def test_cached_head_scores_equal_a_fresh_scoring_after_every_step(params):
+    """`EnvState.scores` (computed once per step) equals scoring the state afresh, after
+    placements, defers, invalid actions and auto-resets, and drives the action mask."""
+    step = jax.jit(vte.step)
+    rescore = jax.jit(vte.rescore)
+    obs, state = jax.jit(vte.reset)(jax.random.PRNGKey(5), params)
+    for t in range(params.episode_len + 5):
+        chex.assert_trees_all_close(state.scores, rescore(state, params).scores, rtol=1e-6,
+                                   atol=1e-6)
+        np.testing.assert_array_equal(obs.action_mask, state.scores.feasible)
+        a = [int(vte.optimal_action(state, params)), params.num_nodes, -1, t % params.num_nodes][t % 4]
+        obs, state = step(jax.random.PRNGKey(t), state, a, params)[:2]
+    assert int(state.steps) == 5  # went through an auto-reset
+
+
 def test_invalid_actions_change_nothing_in_the_cluster():
     """Out-of-range and infeasible actions give identical states: no job placed, the
     queue untouched, only the invalid counter moves."""
@@ -272,6 +287,7 @@ def test_edges_defer_is_optimal_and_everything_finite(edge, params, jit_step, ji
     _, state = jit_reset(jax.random.PRNGKey(0), params)
     state = {"all_down": _all_down, "full": lambda s: _full(s, params),
              "empty_queue": _empty_queue}[edge](state)
+    state = vte.rescore(state, params)
     costs, feasible = vte.node_costs(state, params)
     assert not bool(feasible[:-1].any())
     assert int(vte.optimal_action(state, params)) == params.num_nodes
@@ -287,7 +303,7 @@ def test_edges_defer_is_optimal_and_everything_finite(edge, params, jit_step, ji
 
 def test_node_failure_kills_jobs_and_counts_them(params, jit_step, jit_reset):
     _, state = jit_reset(jax.random.PRNGKey(0), params)
-    state = _full(state, params)
+    state = vte.rescore(_full(state, params), params)
     # Node 0 fails within the next step for sure.
     cl = state.cluster
     state = state.replace(cluster=cl.replace(step_fail_prob=cl.step_fail_prob.at[0].set(1.0)))

@@ -17,7 +17,14 @@ REQUIRED = {"random", "round_robin", "first_fit", "best_fit", "least_allocated",
             "most_reliable"}
 
 _obs = jax.jit(jax.vmap(vte.get_obs, in_axes=(0, None)))
-_head_costs = jax.jit(jax.vmap(scoring.head_costs, in_axes=(0, None)))
+def _ground_truth(state, params):
+    """(feasible (N+1,), breakdown) of the head request, from the ground truth."""
+    cost, feasible, br = scoring.score(state.cluster, scoring.measure(state.cluster, state.nodes),
+                                       scoring.head(state.queue), state.weights, params)
+    return scoring.with_defer(cost, feasible, params)[1], br
+
+
+_head_truth = jax.jit(jax.vmap(_ground_truth, in_axes=(0, None)))
 _exact_twin = jax.jit(jax.vmap(lambda c, n: vte.twin.from_metrics(vte.measure(c, n))))
 
 
@@ -46,7 +53,8 @@ def states(jit_reset, jit_step):
     full = base.replace(nodes=nodes.replace(alloc=base.cluster.capacity))
     empty = base.replace(queue=queue.replace(valid=queue.valid & False))
     out = jax.tree_util.tree_map(lambda *x: jnp.concatenate(x), normal, down, full, empty)
-    return out.replace(twin=_exact_twin(out.cluster, out.nodes))  # the twin hears the edits
+    out = out.replace(twin=_exact_twin(out.cluster, out.nodes))  # the twin hears the edits
+    return jax.vmap(vte.rescore, in_axes=(0, None))(out, SMALL)
 
 
 def _stack(trees):
@@ -158,7 +166,7 @@ def test_score_heuristics_take_the_best_allowed_node(name, score, observations):
 
 
 def test_twin_view_estimates_equal_the_ground_truth_with_an_exact_twin(states, observations):
-    _, feasible, truth = _head_costs(states, SMALL)
+    feasible, truth = _head_truth(states, SMALL)
     est = _batched(lambda o: H.estimates(o, SMALL))(observations)
     # Nodes that exist, for a request the observation shows (empty queues show none).
     exists = np.asarray(states.cluster.mask) & np.asarray(states.queue.valid)[:, :1]

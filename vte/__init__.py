@@ -17,24 +17,24 @@ from vte import (catalogue, distributed, heuristics, observation, rng, scenario,
                  twin)
 from vte.assignment import cost_matrix, optimal_assignment, score_assignment
 from vte.checkpoint import load_policy
-from vte.env import reset, step, step_env
+from vte.env import rescore, reset, step, step_env
 from vte.evaluate import evaluate  # the function; `python -m vte.evaluate` is the CLI
 from vte.observation import (NODE_FEATURE_NAMES, NODE_FEATURES, REQUEST_FEATURE_NAMES,
                              REQUEST_FEATURES, get_obs)
 from vte.network import SchedulerNet, make_policy
 from vte.params import EnvParams, num_actions
 from vte.scoring import measure, node_costs, optimal_action
-from vte.types import (Cluster, Counters, EnvState, Metrics, Nodes, Observation, Requests,
-                       Twin)
+from vte.types import (Cluster, Counters, EnvState, HeadScores, Metrics, Nodes, Observation,
+                       Requests, Twin)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "EnvParams", "num_actions", "reset", "step", "step_env", "get_obs",
+    "EnvParams", "num_actions", "reset", "step", "step_env", "get_obs", "rescore",
     "node_costs", "optimal_action", "measure",
     "cost_matrix", "optimal_assignment", "score_assignment", "evaluate",
     "SchedulerNet", "make_policy", "load_policy",
-    "Observation", "EnvState", "Cluster", "Nodes", "Requests", "Twin", "Metrics", "Counters",
+    "Observation", "EnvState", "HeadScores", "Cluster", "Nodes", "Requests", "Twin", "Metrics", "Counters",
     "NODE_FEATURE_NAMES", "NODE_FEATURES", "REQUEST_FEATURE_NAMES", "REQUEST_FEATURES",
     "catalogue", "distributed", "heuristics", "observation", "rng", "scenario", "scoring", "twin",
 ]

@@ -52,18 +52,30 @@ def reset_state(key: jax.Array, params: EnvParams) -> EnvState:
         weights = 3.0 * jax.random.dirichlet(k_weights, jnp.ones((3,)))
     else:
         weights = jnp.broadcast_to(jnp.asarray(params.weights, jnp.float32), (3,))
+    weights = weights.astype(jnp.float32)
     return EnvState(
         cluster=cluster,
         nodes=nodes,
         queue=queue,
         incoming=incoming,
         twin=twin.from_metrics(scoring.measure(cluster, nodes)),
+        scores=scoring.score_head(cluster, nodes, queue, weights, params),
         node_static=static_node_features(cluster),
         counters=_zero_counters(),
-        weights=weights.astype(jnp.float32),
+        weights=weights,
         time=jnp.zeros((), jnp.float32),
         steps=jnp.zeros((), jnp.int32),
     )
+
+
+def rescore(state: EnvState, params: EnvParams) -> EnvState:
+    """`state` with its cached scoring of the head request (`EnvState.scores`) recomputed.
+
+    `reset` and `step` keep the cache up to date; call this after editing a state by hand
+    (its nodes, queue, cluster or weights) and before passing it to `step` or `get_obs`.
+    """
+    return state.replace(scores=scoring.score_head(state.cluster, state.nodes, state.queue,
+                                                   state.weights, params))
 
 
 def reset(key: jax.Array, params: EnvParams) -> tuple[Observation, EnvState]:
@@ -126,8 +138,8 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     cl, nd, q = state.cluster, state.nodes, state.queue
     hd = scoring.head(q)
 
-    # SCORE THE DECISION (ground truth)
-    costs, feasible, br = scoring.head_costs(state, params)
+    # SCORE THE DECISION (ground truth, scored at the end of the previous step)
+    costs, feasible, sc = state.scores.cost, state.scores.feasible, state.scores
     opt = scoring.argmin_feasible(costs, feasible)
     a = jnp.asarray(action).astype(jnp.int32)
     a_c = jnp.clip(a, 0, n)
@@ -138,9 +150,9 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     regret = jnp.where(valid, costs[a_c] - opt_cost, params.invalid_penalty)
     cost = opt_cost + regret
     node = jnp.minimum(a_c, n - 1)
-    completion = jnp.where(place, br.completion_time[node], 0.0)
-    energy = jnp.where(place, br.energy[node], 0.0)
-    failure_prob = jnp.where(place, br.failure_prob[node], 0.0)
+    completion = jnp.where(place, sc.completion[node], 0.0)
+    energy = jnp.where(place, sc.energy[node], 0.0)
+    failure_prob = jnp.where(place, sc.failure_prob[node], 0.0)
 
     # PLACE THE HEAD REQUEST (in-place writes of one slot)
     slot = jnp.argmin(nd.job_active[:, node])
@@ -182,16 +194,18 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     # DIGITAL TWIN
     tw = twin.update_from_seed(state.twin, scoring.measure(cl, nd), cl, seed, params)
 
-    n_lost = jnp.sum(scoring.slot_count(lost)).astype(jnp.int32)
+    n_lost = jnp.sum(lost).astype(jnp.int32)
     matched = a == opt
     c = state.counters
     counters = c.replace(
         placed=c.placed + place, deferred=c.deferred + defer, invalid=c.invalid + ~valid,
         dropped=c.dropped + dropped, jobs_lost=c.jobs_lost + n_lost,
-        completed=c.completed + jnp.sum(scoring.slot_count(finished)).astype(jnp.int32),
+        completed=c.completed + jnp.sum(finished).astype(jnp.int32),
         matched=c.matched + matched, regret=c.regret + regret, energy=c.energy + energy)
-    state = state.replace(nodes=nd, queue=q, incoming=incoming, twin=tw, counters=counters,
-                          time=t1, steps=state.steps + 1)
+    # SCORE THE NEXT HEAD REQUEST once, for the next decision and the action mask
+    scores = scoring.score_head(cl, nd, q, state.weights, params)
+    state = state.replace(nodes=nd, queue=q, incoming=incoming, twin=tw, scores=scores,
+                          counters=counters, time=t1, steps=state.steps + 1)
     truncated = state.steps >= params.episode_len
     terminated = jnp.zeros((), bool)
     info = {

@@ -59,7 +59,7 @@ import jax
 import jax.numpy as jnp
 
 from vte import catalogue as C
-from vte import scoring
+from vte import scenario, scoring
 from vte.observation import NODE_FEATURE_NAMES, REQUEST_FEATURE_NAMES
 from vte.params import EnvParams
 from vte.types import Cluster, Metrics, Observation, Requests
@@ -139,6 +139,7 @@ def twin_view(obs: Observation, params: EnvParams) -> tuple[Cluster, Metrics, Re
     gpu_onehot = jnp.stack([node_feature(obs, f"gpu_{m}") for m in _GPUS])   # (M-1, N)
     gpu_model = jnp.sum(gpu_onehot * jnp.arange(1, len(_GPUS) + 1)[:, None], axis=0)
     zeros = jnp.zeros((n,), jnp.float32)
+    failure_rate = node_feature(obs, "failures_per_hour*100")
     cluster = Cluster(
         mask=node_feature(obs, "exists") > 0.5,
         tier=jnp.argmax(jnp.stack([node_feature(obs, f"tier_{t}") for t in C.TIERS]), 0),
@@ -151,7 +152,8 @@ def twin_view(obs: Observation, params: EnvParams) -> tuple[Cluster, Metrics, Re
         bandwidth=node_feature(obs, "bandwidth_gbps/10") * 1000.0,          # Mbit/s
         power_idle=node_feature(obs, "power_idle_w/100"),
         power_peak=node_feature(obs, "power_peak_w/1000"),
-        failure_rate=node_feature(obs, "failures_per_hour*100"),
+        failure_rate=failure_rate,
+        step_fail_prob=scenario.step_event_prob(failure_rate, params),
         bg_mean=zeros,
         link_delay=node_feature(obs, "delay_from_origin_ms/100")[None, :],  # (1, N)
     )

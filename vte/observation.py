@@ -86,7 +86,6 @@ def get_obs(state: EnvState, params: EnvParams) -> Observation:
     """The observation of a state (see `vte.types.Observation` for fields and shapes)."""
     cl, tw = state.cluster, state.twin
     head = scoring.head(state.queue)
-    _, feasible, _ = scoring.head_costs(state, params)
     delay = scoring.link_delay(cl, head.origin)
     dynamic = jnp.concatenate([
         jnp.stack([tw.up.astype(jnp.float32), tw.util, tw.mem_util], axis=-1),
@@ -102,5 +101,5 @@ def get_obs(state: EnvState, params: EnvParams) -> Observation:
         queue_mask=state.queue.valid,
         weights=state.weights,
         progress=state.steps.astype(jnp.float32) / params.episode_len,
-        action_mask=feasible,
+        action_mask=state.scores.feasible,
     )

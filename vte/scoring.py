@@ -13,7 +13,7 @@ from flax import struct
 
 from vte import catalogue as C
 from vte.params import EnvParams
-from vte.types import Cluster, EnvState, Metrics, Nodes, Requests
+from vte.types import Cluster, EnvState, HeadScores, Metrics, Nodes, Requests
 
 _EPS = 1e-4  # tolerance of the capacity check (GiB, cores)
 
@@ -173,24 +173,25 @@ def with_defer(cost: jax.Array, feasible: jax.Array,
             jnp.concatenate([feasible, jnp.ones((1,), bool)]))
 
 
-def head_costs(state: EnvState, params: EnvParams):
-    """(costs (N+1,), feasible (N+1,), breakdown) for the head request on the ground truth."""
-    metrics = measure(state.cluster, state.nodes)
-    cost, feasible, breakdown = score(state.cluster, metrics, head(state.queue), state.weights,
-                                      params)
-    costs, feasible = with_defer(cost, feasible, params)
-    return costs, feasible, breakdown
+def score_head(cluster: Cluster, nodes: Nodes, queue: Requests, weights: jax.Array,
+               params: EnvParams) -> HeadScores:
+    """The scoring of the head request of `queue` on the ground truth (`HeadScores`)."""
+    cost, feasible, br = score(cluster, measure(cluster, nodes), head(queue), weights, params)
+    cost, feasible = with_defer(cost, feasible, params)
+    return HeadScores(cost=cost, feasible=feasible, completion=br.completion_time,
+                      energy=br.energy, failure_prob=br.failure_prob)
 
 
 def node_costs(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
-    """Cost and feasibility of every action for the request at the head of the queue.
+    """Cost and feasibility of every action for the request at the head of the queue,
+    computed afresh from the ground truth of `state`.
 
     Returns:
       costs: (num_nodes + 1,) float32, dimensionless; last entry is defer.
       feasible: (num_nodes + 1,) bool; defer is always feasible.
     """
-    costs, feasible, _ = head_costs(state, params)
-    return costs, feasible
+    s = score_head(state.cluster, state.nodes, state.queue, state.weights, params)
+    return s.cost, s.feasible
 
 
 def argmin_feasible(costs: jax.Array, feasible: jax.Array) -> jax.Array:

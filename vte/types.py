@@ -110,6 +110,21 @@ class Counters:
 
 
 @struct.dataclass
+class HeadScores:
+    """The scoring of the request at the head of the queue on the ground truth.
+
+    `step` computes it once per state (at the end of the step that produced the state)
+    and reads it at the start of the next step and for the action mask.
+    """
+
+    cost: jax.Array          # (N + 1,) float32, cost of each action (last = defer)
+    feasible: jax.Array      # (N + 1,) bool, feasible actions (defer always)
+    completion: jax.Array    # (N,) float32, s, completion time on each node
+    energy: jax.Array        # (N,) float32, J, extra energy of placing on each node
+    failure_prob: jax.Array  # (N,) float32, probability each node fails during the job
+
+
+@struct.dataclass
 class EnvState:
     """Full environment state (ground truth plus the twin)."""
 
@@ -119,6 +134,9 @@ class EnvState:
     incoming: Requests       # fields with leading (MAX_ARRIVALS,): the candidates that join
                              # the queue at the next step (drawn one step ahead)
     twin: Twin
+    scores: HeadScores       # scoring of the head request on this state; a cache of
+                             # (cluster, nodes, queue, weights): after editing a state by
+                             # hand, call `vte.rescore(state, params)`
     counters: Counters
     node_static: jax.Array   # (N, NODE_STATIC_FEATURES) float32, the per-episode part of the
                              # node features, computed once at reset (cache of `cluster`)
