@@ -34,9 +34,14 @@ QUICK_NODES = (16, 64)
 
 def random_valid_action(key: jax.Array, mask: jax.Array) -> jax.Array:
     """A uniformly random allowed action from an action mask (N+1,): the allowed action with
-    the largest hash of one random word (a cumulative sum would cost more than the step)."""
+    the largest hash of one random word. The index sits in the low bits of each hash, so a
+    plain max finds it (an argmax or a cumulative sum would cost more than the step)."""
+    n = mask.shape[-1]
+    bits = max(1, (n - 1).bit_length())
     scores = vte.rng.words(vte.rng.seed_from_key(key), 0, mask.shape)
-    return jnp.argmax(jnp.where(mask, scores, 0)).astype(jnp.int32)
+    keyed = (scores >> bits << bits) | jnp.arange(n, dtype=jnp.uint32)
+    best = jnp.max(jnp.where(mask, keyed, 0))
+    return (best & jnp.uint32((1 << bits) - 1)).astype(jnp.int32)
 
 
 def make_rollout(params: vte.EnvParams, num_envs: int, steps: int, policy=None):

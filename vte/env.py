@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from vte import catalogue as C
-from vte import rng, scenario, scoring, twin
+from vte import fusion, rng, scenario, scoring, twin
 from vte.observation import get_obs, static_node_features
 from vte.params import EnvParams
 from vte.types import Counters, EnvState, Requests
@@ -53,13 +53,14 @@ def reset_state(key: jax.Array, params: EnvParams) -> EnvState:
     else:
         weights = jnp.broadcast_to(jnp.asarray(params.weights, jnp.float32), (3,))
     weights = weights.astype(jnp.float32)
+    metrics = scoring.measure(cluster, nodes)
     return EnvState(
         cluster=cluster,
         nodes=nodes,
         queue=queue,
         incoming=incoming,
-        twin=twin.from_metrics(scoring.measure(cluster, nodes)),
-        scores=scoring.score_head(cluster, nodes, queue, weights, params),
+        twin=twin.from_metrics(metrics),
+        scores=scoring.score_head(cluster, metrics, queue, weights, params),
         node_static=static_node_features(cluster),
         counters=_zero_counters(),
         weights=weights,
@@ -74,7 +75,8 @@ def rescore(state: EnvState, params: EnvParams) -> EnvState:
     `reset` and `step` keep the cache up to date; call this after editing a state by hand
     (its nodes, queue, cluster or weights) and before passing it to `step` or `get_obs`.
     """
-    return state.replace(scores=scoring.score_head(state.cluster, state.nodes, state.queue,
+    metrics = scoring.measure(state.cluster, state.nodes)
+    return state.replace(scores=scoring.score_head(state.cluster, metrics, state.queue,
                                                    state.weights, params))
 
 
@@ -176,7 +178,9 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
                                                scenario.repair_prob(params))
     up = nd.up ^ flip
     lost = nd.job_active & ~finished & ~up
-    active = nd.job_active & ~finished & up
+    # Computed once for the release, the job counts and the slots left running.
+    finished, lost = fusion.materialize((finished, lost))
+    active = nd.job_active & ~(finished | lost)
     released = scoring.slot_sum(finished | lost, nd.job_demand)
     # The load at t1 was drawn one step ahead; draw the one at t1 + dt.
     bg_next = scenario.bg_move(nd.bg_next, rng.unit_noise(w[:, 1]), cl,
@@ -188,11 +192,15 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     wa = rng.words(seed, _STREAM_ARRIVALS, (C.MAX_ARRIVALS,))
     n_new = jnp.sum(rng.to_uniform(wa) < params.arrival_rate / C.MAX_ARRIVALS)
     q, dropped = _append(q, state.incoming, n_new)
+    # Computed once: otherwise every per-node fusion of the scoring below recomputes the
+    # queue update to find the new head request (see vte.fusion).
+    q = fusion.materialize(q)
     incoming = scenario.sample_requests(
         rng.words(seed, _STREAM_REQUESTS, (C.MAX_ARRIVALS, scenario.NUM_REQUEST_WORDS)), params)
 
-    # DIGITAL TWIN
-    tw = twin.update_from_seed(state.twin, scoring.measure(cl, nd), cl, seed, params)
+    # DIGITAL TWIN (the metrics are computed once for the twin and the scoring)
+    metrics = fusion.materialize(scoring.measure(cl, nd))
+    tw = twin.update_from_seed(state.twin, metrics, cl, seed, params)
 
     n_lost = jnp.sum(lost).astype(jnp.int32)
     matched = a == opt
@@ -203,7 +211,7 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
         completed=c.completed + jnp.sum(finished).astype(jnp.int32),
         matched=c.matched + matched, regret=c.regret + regret, energy=c.energy + energy)
     # SCORE THE NEXT HEAD REQUEST once, for the next decision and the action mask
-    scores = scoring.score_head(cl, nd, q, state.weights, params)
+    scores = scoring.score_head(cl, metrics, q, state.weights, params)
     state = state.replace(nodes=nd, queue=q, incoming=incoming, twin=tw, scores=scores,
                           counters=counters, time=t1, steps=state.steps + 1)
     truncated = state.steps >= params.episode_len

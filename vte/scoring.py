@@ -173,10 +173,11 @@ def with_defer(cost: jax.Array, feasible: jax.Array,
             jnp.concatenate([feasible, jnp.ones((1,), bool)]))
 
 
-def score_head(cluster: Cluster, nodes: Nodes, queue: Requests, weights: jax.Array,
+def score_head(cluster: Cluster, metrics: Metrics, queue: Requests, weights: jax.Array,
                params: EnvParams) -> HeadScores:
-    """The scoring of the head request of `queue` on the ground truth (`HeadScores`)."""
-    cost, feasible, br = score(cluster, measure(cluster, nodes), head(queue), weights, params)
+    """The scoring of the head request of `queue` on the ground-truth `metrics`
+    (`measure(cluster, nodes)`), as `HeadScores`."""
+    cost, feasible, br = score(cluster, metrics, head(queue), weights, params)
     cost, feasible = with_defer(cost, feasible, params)
     return HeadScores(cost=cost, feasible=feasible, completion=br.completion_time,
                       energy=br.energy, failure_prob=br.failure_prob)
@@ -190,13 +191,22 @@ def node_costs(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array
       costs: (num_nodes + 1,) float32, dimensionless; last entry is defer.
       feasible: (num_nodes + 1,) bool; defer is always feasible.
     """
-    s = score_head(state.cluster, state.nodes, state.queue, state.weights, params)
+    s = score_head(state.cluster, measure(state.cluster, state.nodes), state.queue,
+                   state.weights, params)
     return s.cost, s.feasible
 
 
 def argmin_feasible(costs: jax.Array, feasible: jax.Array) -> jax.Array:
-    """Least-cost feasible index, ties to the lowest index."""
-    return jnp.argmin(jnp.where(feasible, costs, jnp.inf)).astype(jnp.int32)
+    """Least-cost feasible index, ties to the lowest index (index 0 when nothing is
+    feasible).
+
+    The same result as `jnp.argmin`, computed as a min and then the first index that
+    reaches it: on CPU, XLA runs argmin's (value, index) reduction element by element.
+    """
+    c = jnp.where(feasible, costs, jnp.inf)
+    n = c.shape[-1]
+    at_min = c == jnp.min(c, axis=-1, keepdims=True)
+    return jnp.min(jnp.where(at_min, jnp.arange(n, dtype=jnp.int32), n - 1), axis=-1)
 
 
 def optimal_action(state: EnvState, params: EnvParams) -> jax.Array:
