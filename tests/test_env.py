@@ -271,7 +271,9 @@ def _full(state, params):
     n = state.nodes
     j = params.slots_per_node
     cap = state.cluster.capacity
-    demand = jnp.broadcast_to((cap / j)[:, None, :], n.job_demand.shape)
+    # Whole units per slot that add up to the capacity: the last slot holds the rest.
+    each = jnp.floor(cap / j)
+    demand = jnp.stack([each] * (j - 1) + [cap - (j - 1) * each], axis=1).astype(jnp.uint16)
     nodes = n.replace(job_active=jnp.ones_like(n.job_active), job_demand=demand,
                       job_end=jnp.full_like(n.job_end, 1e9), alloc=cap,
                       bg_load=jnp.full_like(n.bg_load, C.BG_MAX))

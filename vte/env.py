@@ -158,11 +158,12 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
 
     # PLACE THE HEAD REQUEST (in-place writes of one slot)
     slot = jnp.argmin(nd.job_active[:, node])
+    held = scoring.held_demand(hd.demand)
     nd = nd.replace(
-        alloc=nd.alloc.at[:, node].add(jnp.where(place, hd.demand, 0.0)),
+        alloc=nd.alloc.at[:, node].add(jnp.where(place, held.astype(jnp.float32), 0.0)),
         job_active=nd.job_active.at[slot, node].set(nd.job_active[slot, node] | place),
         job_demand=nd.job_demand.at[:, slot, node].set(
-            jnp.where(place, hd.demand, nd.job_demand[:, slot, node])),
+            jnp.where(place, held, nd.job_demand[:, slot, node])),
         job_end=nd.job_end.at[slot, node].set(
             jnp.where(place, state.time + completion, nd.job_end[slot, node])),
     )

@@ -213,7 +213,7 @@ def reset(rng: np.random.Generator, params) -> State:
                             C.LINK_BASE_DELAY_MS + C.LINK_DELAY_MS_PER_UNIT * dist).astype(f32),
         bg_load=np.zeros(n, f32), bg_next=np.zeros(n, f32), up=np.ones(n, bool), alloc=np.zeros((4, n), f32),
         job_active=np.zeros((params.slots_per_node, n), bool),
-        job_demand=np.zeros((4, params.slots_per_node, n), f32),
+        job_demand=np.zeros((4, params.slots_per_node, n), np.uint16),
         job_end=np.zeros((params.slots_per_node, n), f32),
         queue={}, incoming={}, twin={}, weights=np.asarray(params.weights, f32), time=0.0, steps=0)
     state.bg_load = _daily_mean(state, 0.0)
@@ -311,9 +311,10 @@ def step(state: State, action: int, seed_or_rng, params):
     if place:
         slot = int(np.argmin(s.job_active[:, action]))
         s.job_active[slot, action] = True
-        s.job_demand[:, slot, action] = head["demand"]
+        held = np.ceil(np.clip(head["demand"], 0, 65535)).astype(np.uint16)  # whole units
+        s.job_demand[:, slot, action] = held
         s.job_end[slot, action] = f32(s.time) + completion[action]
-        s.alloc[:, action] += head["demand"]
+        s.alloc[:, action] += held
     if place or defer:
         count = int(s.queue["valid"].sum())
         order = list(range(1, count)) + ([0] if defer else [])
@@ -333,7 +334,7 @@ def step(state: State, action: int, seed_or_rng, params):
     down = ~(s.up != (uniform(w[:, 0]) < p_flip))
     lost = active & down
     s.job_active = active & ~down
-    s.alloc = s.alloc - np.where((finished | lost)[None], s.job_demand, 0).sum(1)
+    s.alloc = s.alloc - np.where((finished | lost)[None], s.job_demand.astype(f32), 0).sum(1)
     # The background load is exogenous: its value at t1 was drawn a step ahead.
     s.bg_load = s.bg_next
     s.bg_next = _bg_move(s, s.bg_load, _unit_noise(w[:, 1]), t1 + f32(params.step_seconds),

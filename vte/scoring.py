@@ -50,13 +50,27 @@ def link_delay(cluster: Cluster, origin: jax.Array) -> jax.Array:
     return lookup([row[s] for s in range(row.shape[0])], cluster.site)
 
 
+def held_demand(demand: jax.Array) -> jax.Array:
+    """The resources a placed job holds, as stored in `Nodes.job_demand`: its demand in
+    whole units (cores, GiB, GPUs, GiB), rounded up, uint16.
+
+    Sampled demands are whole numbers, so this is exact for them; a hand-made fractional
+    demand is held rounded up. Values above 65535 units never fit a node, so they are
+    never placed. Stored as uint16 because reading the slots' demands is the largest
+    memory traffic of a step.
+    """
+    return jnp.ceil(jnp.clip(demand, 0.0, 65535.0)).astype(jnp.uint16)
+
+
 def slot_sum(mask: jax.Array, demand: jax.Array) -> jax.Array:
-    """Resources of the slots selected by `mask` (J, N), from `demand` (R, J, N): (R, N).
+    """Resources of the slots selected by `mask` (J, N), from `demand` (R, J, N): (R, N)
+    float32.
 
     Summed slot by slot (J is small and static): XLA on CPU compiles a masked reduction
     over the slot axis into a loop several times slower than this unrolled sum.
     """
-    return sum(jnp.where(mask[i], demand[:, i], 0.0) for i in range(mask.shape[0]))
+    return sum(jnp.where(mask[i], demand[:, i].astype(jnp.float32), 0.0)
+               for i in range(mask.shape[0]))
 
 
 def slot_count(mask: jax.Array) -> jax.Array:

@@ -48,7 +48,8 @@ class Nodes:
     alloc: jax.Array         # (R, N) float32, resources held by running jobs (the sum over
                              # active slots of job_demand, kept up to date incrementally)
     job_active: jax.Array    # (J, N) bool, slot holds a running job
-    job_demand: jax.Array    # (R, J, N) float32, resources the job holds
+    job_demand: jax.Array    # (R, J, N) uint16, resources the job holds, whole units
+                             # (`scoring.held_demand`: the demand rounded up)
     job_end: jax.Array       # (J, N) float32, s, simulated time the job completes
 
 
