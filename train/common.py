@@ -9,6 +9,16 @@ updates, and writes the outputs of a run directory:
     OUT/learning_curve.png  match rate, regret, return and loss against env steps
     OUT/checkpoints/        orbax checkpoints (every --checkpoint-every updates, at the end)
     OUT/eval.json           the trained policy against the heuristics and the optimum
+
+Several devices (`--devices N`, default every local device) run the same program, data
+parallel: the compiled update takes its inputs with the environments split over a
+one-axis mesh (`vte.distributed.AXIS`) and the parameters replicated, and XLA partitions
+it (GSPMD). Each device steps its own environments; each minibatch is split over the
+devices, so the gradient of the mean loss is summed across devices by an all-reduce in
+the backward pass, and the metrics (means over environments) are global. Keys,
+shuffling and initialisation are those of the one-device program (JAX's random numbers
+do not depend on the sharding), so N devices give the metrics of one, up to float
+rounding. Several hosts: `train/multihost.py`; only process 0 writes the outputs.
 """
 
 from __future__ import annotations
@@ -28,9 +38,12 @@ import numpy as np
 import optax
 import orbax.checkpoint as ocp
 from flax import struct
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 import vte
+from train import multihost
 from vte import checkpoint as ckpt
+from vte import distributed as dist
 from vte.network import SchedulerNet, make_policy
 
 # --------------------------------------------------------------------------
@@ -150,7 +163,7 @@ def learn(runner: Runner, rollout_end: tuple, data, loss_fn: Callable,
         return (optax.apply_updates(p, updates), o), aux
 
     def epoch(carry, key):
-        mbs = shuffle_minibatches(key, data, config["num_minibatches"])
+        mbs = split_over_devices(shuffle_minibatches(key, data, config["num_minibatches"]))
         return jax.lax.scan(minibatch_step, carry, mbs)
 
     rng, k_epochs = jax.random.split(rng)
@@ -173,6 +186,15 @@ def shuffle_minibatches(rng: jax.Array, batch, num_minibatches: int):
         return x.reshape((num_minibatches, size // num_minibatches) + x.shape[1:])
 
     return jax.tree_util.tree_map(split, batch)
+
+
+def split_over_devices(minibatches):
+    """Split each minibatch (leaves (num_minibatches, size, ...)) over the devices of the
+    mesh in context (`jax.set_mesh`, axis `vte.distributed.AXIS`), so each device takes the
+    gradient of its share and XLA sums the shares; without such a mesh, unchanged."""
+    if dist.AXIS not in jax.sharding.get_abstract_mesh().axis_names:
+        return minibatches
+    return jax.lax.with_sharding_constraint(minibatches, P(None, dist.AXIS))
 
 
 def update_metrics(stats: dict, losses: dict) -> dict:
@@ -254,7 +276,8 @@ def build_parser(prog: str, description: str, defaults: dict,
     o.add_argument("--out", metavar="DIR", default=d["out"], help="run directory")
     o.add_argument("--resume", metavar="DIR", default=None,
                    help="continue the interrupted run in DIR from its last checkpoint "
-                        "(its saved configuration is used; other flags are ignored)")
+                        "(its saved configuration is used; other flags are ignored but "
+                        "for --stop-after-updates and the device and host flags)")
     o.add_argument("--log-every", type=int, default=d["log_every"],
                    help="updates per compiled chunk: metrics and progress bar refresh")
     o.add_argument("--checkpoint-every", type=int, default=d["checkpoint_every"],
@@ -265,6 +288,12 @@ def build_parser(prog: str, description: str, defaults: dict,
     o.add_argument("--stop-after-updates", type=int, default=None, metavar="U",
                    help="stop after U updates as if interrupted (checkpoint saved); "
                         "continue with --resume")
+    h = p.add_argument_group("devices and hosts")
+    h.add_argument("--devices", type=int, default=argparse.SUPPRESS, metavar="N",
+                   help="local devices to split the environments and minibatches over, "
+                        "data parallel (default: every local device); with --seeds, every "
+                        "seed is split so; the metrics do not depend on N")
+    multihost.add_flags(h)
     return p
 
 
@@ -320,12 +349,52 @@ def validate(config: dict, ranges: dict | None = None) -> None:
         raise ValueError(f"environment flags: {err}") from None
 
 
+def check_devices(config: dict, devices: int | None) -> int:
+    """The number of local devices to use (None: all), checked against the run: the
+    environments and each minibatch must split evenly over the devices of every process.
+    Raises ValueError naming `--devices`, its value and the counts allowed."""
+    local, hosts = jax.local_device_count(), jax.process_count()
+    n = local if devices is None else devices
+    minibatch = config["num_envs"] * config["num_steps"] // config["num_minibatches"]
+
+    def fits(d):
+        return config["num_envs"] % (d * hosts) == 0 and minibatch % (d * hosts) == 0
+
+    _need(isinstance(n, int) and 1 <= n <= local, "devices", n,
+          f"1..{local}, the number of devices of this process")
+    if not fits(n):
+        allowed = ", ".join(str(d) for d in range(1, local + 1) if fits(d)) or "none"
+        times = f", times {hosts} processes," if hosts > 1 else ""
+        _need(False, "devices", n,
+              f"{allowed}: device counts up to {local}{times} that divide num_envs = "
+              f"{config['num_envs']} and the minibatch, num_envs * num_steps / "
+              f"num_minibatches = {minibatch}")
+    return n
+
+
 def parse(argv, description: str, algorithm: str, defaults: dict,
           add_algorithm_flags: Callable, algorithm_keys: tuple, ranges: dict):
-    """Parse and check the flags: (config, out_dir, resume, stop_after). Errors exit with
-    a message naming the flag before any work starts."""
+    """Parse and check the flags: (config, out_dir, resume, stop_after, devices). Errors
+    exit with a message naming the flag before any work starts."""
     parser = build_parser(f"train/{algorithm}.py", description, defaults, add_algorithm_flags)
     args = parser.parse_args(argv)
+    try:
+        multihost.initialize(args)
+    except (ValueError, RuntimeError) as err:
+        parser.error(str(err))
+    config, out, resume = _parse_config(parser, args, algorithm, algorithm_keys, ranges)
+    if args.stop_after_updates is not None and args.stop_after_updates < 1:
+        parser.error(f"--stop-after-updates={args.stop_after_updates} is invalid: "
+                     "allowed an integer >= 1")
+    try:
+        devices = check_devices(config, getattr(args, "devices", None))
+    except ValueError as err:
+        parser.error(str(err))
+    return config, out, resume, args.stop_after_updates, devices
+
+
+def _parse_config(parser, args, algorithm: str, algorithm_keys: tuple, ranges: dict):
+    """(config, out_dir, resume) of the flags: a run to continue, or a new one."""
     if args.resume is not None:
         try:
             config = ckpt.load_config(args.resume)
@@ -334,7 +403,7 @@ def parse(argv, description: str, algorithm: str, defaults: dict,
         if config.get("algorithm") != algorithm:
             parser.error(f"--resume {args.resume!r} is a {config.get('algorithm')!r} run, "
                          f"not {algorithm!r}")
-        return config, args.resume, True, args.stop_after_updates
+        return config, args.resume, True
     config = config_from_args(args, algorithm, algorithm_keys)
     try:
         validate(config, ranges)
@@ -348,13 +417,10 @@ def parse(argv, description: str, algorithm: str, defaults: dict,
         if source["hidden"] != config["hidden"]:
             parser.error(f"--init-from {args.init_from!r} holds a network of --hidden "
                          f"{source['hidden']}, this run asks for --hidden {config['hidden']}")
-    if args.stop_after_updates is not None and args.stop_after_updates < 1:
-        parser.error(f"--stop-after-updates={args.stop_after_updates} is invalid: "
-                     "allowed an integer >= 1")
     if ckpt.checkpoint_steps(args.out):
         parser.error(f"--out {args.out!r} already holds a run's checkpoints: continue it with "
                      f"--resume {args.out}, or choose another --out")
-    return config, args.out, False, args.stop_after_updates
+    return config, args.out, False
 
 
 # --------------------------------------------------------------------------
@@ -373,26 +439,62 @@ def _initial_params(config: dict):
     return ckpt.load_variables(config["init_from"], seed=0)
 
 
+def training_mesh(devices: int) -> jax.sharding.Mesh:
+    """The one-axis mesh of a run: the first `devices` local devices of every process."""
+    chosen = [d for p in range(jax.process_count())
+              for d in [d for d in jax.devices() if d.process_index == p][:devices]]
+    return dist.make_mesh(chosen)
+
+
+def runner_shardings(runner: Runner, mesh: jax.sharding.Mesh) -> Runner:
+    """Where the leaves of a Runner batched over seeds live: environment states and
+    observations split along their environment axis (axis 1, after the seeds), the
+    parameters, optimiser state, key and update count replicated on every device."""
+    split = NamedSharding(mesh, P(None, dist.AXIS))
+    replicated = NamedSharding(mesh, P())
+
+    def every(tree, sharding):
+        return jax.tree_util.tree_map(lambda _: sharding, tree)
+
+    return Runner(params=every(runner.params, replicated),
+                  opt_state=every(runner.opt_state, replicated),
+                  env_state=every(runner.env_state, split), obs=every(runner.obs, split),
+                  rng=replicated, update=replicated)
+
+
+def _on_mesh(tree, sharding: NamedSharding):
+    """Host values (the same on every process) as global arrays with `sharding`."""
+    def put(x):
+        x = np.asarray(x)
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+    return jax.tree_util.tree_map(put, tree)
+
+
 def _save(mngr: ocp.CheckpointManager, runner: Runner) -> None:
+    """Save the runner (as sharded: every process writes its part) and the policy's
+    parameters as host arrays, which load on any devices (`vte.load_policy`)."""
     step = int(np.asarray(runner.update)[0])
     if step in mngr.all_steps():
         return
     mngr.save(step, args=ocp.args.Composite(
         state=ocp.args.StandardSave(runner),
-        policy=ocp.args.StandardSave({"params": runner.params["params"]})))
+        policy=ocp.args.StandardSave({"params": jax.device_get(runner.params["params"])})))
     mngr.wait_until_finished()
 
 
-def _restore(mngr: ocp.CheckpointManager, abstract: Runner) -> Runner:
+def _restore(mngr: ocp.CheckpointManager, abstract: Runner, shardings: Runner) -> Runner:
+    """The latest checkpoint, placed as `shardings` asks, whatever devices saved it."""
     step = mngr.latest_step()
     if step is None:
         raise FileNotFoundError(f"no checkpoint to resume from in {mngr.directory}")
-    target = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, abstract)
+    target = jax.tree_util.tree_map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, shardings)
     return mngr.restore(step, args=ocp.args.Composite(
         state=ocp.args.StandardRestore(target))).state
 
 
-def _rows(metrics: dict, first_update: int, config: dict, sps: float, elapsed: float):
+def _rows(metrics: dict, first_update: int, config: dict, sps: float, elapsed: float,
+          devices: int):
     """metrics: name -> (seeds, n) arrays; yields one JSON row per update and seed."""
     batch = config["num_envs"] * config["num_steps"]
     arrays = {k: np.asarray(v) for k, v in metrics.items()}
@@ -406,6 +508,7 @@ def _rows(metrics: dict, first_update: int, config: dict, sps: float, elapsed: f
                 row[k] = x if math.isfinite(x) else None
             row["sps"] = sps
             row["time"] = elapsed
+            row["devices"] = devices
             yield row
 
 
@@ -452,42 +555,57 @@ def _compiled(config: dict, what, build: Callable):
 
 
 def run(config: dict, make_update: Callable, out: str, resume: bool = False,
-        stop_after: int | None = None, progress: bool = True) -> dict:
-    """Train (or continue) a run; write its outputs. Returns the evaluation (or {})."""
+        stop_after: int | None = None, progress: bool = True,
+        devices: int | None = None) -> dict:
+    """Train (or continue) a run on `devices` local devices of every process (None: all);
+    write its outputs (process 0). Returns the evaluation (or {})."""
     from tqdm.auto import tqdm
 
     if not resume and ckpt.checkpoint_steps(out):
         raise FileExistsError(f"{out!r} already holds checkpoints: use --resume {out} "
                               "to continue that run, or another --out")
+    mesh = training_mesh(check_devices(config, devices))
+    primary = jax.process_index() == 0
     mngr = ckpt.checkpoint_manager(out)
-    ckpt.save_config(out, config)
+    if primary:
+        ckpt.save_config(out, config)
     init, update = make_update(config)
     num_updates, log_every = config["num_updates"], config["log_every"]
     ckpt_every = math.ceil(config["checkpoint_every"] / log_every) * log_every
-    keys = seed_keys(config)
+    replicated = NamedSharding(mesh, P())
+    keys = _on_mesh(seed_keys(config), replicated)
     metrics_path = os.path.join(out, "metrics.jsonl")
+    placement = tuple(d.id for d in mesh.devices.flat)   # compiled programs depend on it
 
-    init_params = None if resume else _initial_params(config)
+    init_params = None if resume else _on_mesh(_initial_params(config), replicated)
     batched_init = jax.vmap(init, (0, None))
+    abstract = jax.eval_shape(batched_init, keys, None)
+    shardings = runner_shardings(abstract, mesh)
     if resume:
-        runner = _restore(mngr, jax.eval_shape(batched_init, keys, None))
+        runner = _restore(mngr, abstract, shardings)
         start = int(np.asarray(runner.update)[0])
-        rows = _read_rows(metrics_path, start)
+        rows = _read_rows(metrics_path, start) if primary else []
         elapsed = rows[-1]["time"] if rows else 0.0
     else:
-        runner = _compiled(config, ("init", init_params is None),
-                           lambda: jax.jit(batched_init))(keys, init_params)
+        runner = _compiled(config, ("init", init_params is None, placement),
+                           lambda: jax.jit(batched_init, out_shardings=shardings)
+                           )(keys, init_params)
         start, rows, elapsed = 0, [], 0.0
-    with open(metrics_path, "w") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
+    if primary:
+        with open(metrics_path, "w") as f:
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
 
     def get_chunk(length):
-        """`length` updates of every seed at once, compiled ahead of time."""
+        """`length` updates of every seed at once, compiled ahead of time for the mesh."""
         def chunk(runner):
             return jax.lax.scan(lambda r, _: update(r), runner, None, length)
-        return _compiled(config, ("chunk", length),
-                         lambda: jax.jit(jax.vmap(chunk)).lower(runner).compile())
+
+        def build():
+            with jax.set_mesh(mesh):   # split_over_devices reads it
+                return jax.jit(jax.vmap(chunk), in_shardings=(shardings,),
+                               out_shardings=(shardings, replicated)).lower(runner).compile()
+        return _compiled(config, ("chunk", length, placement), build)
 
     end = num_updates if stop_after is None else min(num_updates, start + stop_after)
     batch = config["num_envs"] * config["num_steps"] * config["seeds"]
@@ -495,11 +613,12 @@ def run(config: dict, make_update: Callable, out: str, resume: bool = False,
     previous = _interrupt_on_sigterm()
     try:
         if u < end:
-            if progress:
+            if progress and primary:
                 print(f"{config['algorithm']}: compiling ...", file=sys.stderr, flush=True)
             get_chunk(min(log_every, end - u))
-        bar = tqdm(total=num_updates, initial=start, unit="update", disable=not progress,
-                   desc=config["algorithm"], dynamic_ncols=True)
+        bar = tqdm(total=num_updates, initial=start, unit="update",
+                   disable=not (progress and primary), desc=config["algorithm"],
+                   dynamic_ncols=True)
         while u < end:
             length = min(log_every, end - u)
             fn = get_chunk(length)
@@ -508,10 +627,11 @@ def run(config: dict, make_update: Callable, out: str, resume: bool = False,
             jax.block_until_ready(new_runner)
             dt = time.perf_counter() - t0
             sps = length * batch / dt
-            new_rows = list(_rows(metrics, u, config, sps, elapsed + dt))
-            with open(metrics_path, "a") as f:
-                for row in new_rows:
-                    f.write(json.dumps(row) + "\n")
+            new_rows = list(_rows(metrics, u, config, sps, elapsed + dt, mesh.size))
+            if primary:
+                with open(metrics_path, "a") as f:
+                    for row in new_rows:
+                        f.write(json.dumps(row) + "\n")
             # The runner advances once its rows are written: an interrupt saves a state
             # whose every update is logged (rows past it are dropped on resume).
             runner, elapsed, u = new_runner, elapsed + dt, u + length
@@ -532,13 +652,15 @@ def run(config: dict, make_update: Callable, out: str, resume: bool = False,
             signal.signal(signal.SIGTERM, previous)
     if bar is not None:
         bar.close()
+    if not primary:
+        return {}
     plot_learning_curve(rows, os.path.join(out, "learning_curve.png"), config)
     if u < num_updates:
         print(f"stopped after {u} of {num_updates} updates; continue with --resume {out}")
         return {}
     if config["eval_episodes"] == 0:
         return {}
-    return evaluate_run(config, runner.params, out)
+    return evaluate_run(config, jax.device_get(runner.params), out)
 
 
 def _postfix(rows: list[dict], sps: float) -> dict:
@@ -625,9 +747,10 @@ def format_table(results: dict) -> str:
 
 def main(argv, description: str, algorithm: str, defaults: dict, add_algorithm_flags,
          algorithm_keys: tuple, ranges: dict, make_update: Callable) -> dict:
-    config, out, resume, stop_after = parse(argv, description, algorithm, defaults,
-                                            add_algorithm_flags, algorithm_keys, ranges)
+    config, out, resume, stop_after, devices = parse(
+        argv, description, algorithm, defaults, add_algorithm_flags, algorithm_keys, ranges)
     try:
-        return run(config, make_update, out, resume=resume, stop_after=stop_after)
+        return run(config, make_update, out, resume=resume, stop_after=stop_after,
+                   devices=devices)
     except KeyboardInterrupt:
         raise SystemExit(130) from None

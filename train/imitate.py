@@ -2,6 +2,7 @@
 
     python train/imitate.py --out runs/imitate
     python train/ppo.py --init-from runs/imitate      # then fine-tune with PPO
+    python train/imitate.py --devices 4               # data parallel over 4 devices
 
 The environment knows the optimal action of every state it generates, so the policy
 learns it as a label. Rollouts follow the learner's own (sampled) policy and every visited
@@ -25,6 +26,9 @@ import jax.numpy as jnp
 
 if __package__ in (None, ""):  # run as a script: python train/imitate.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __name__ == "__main__":  # several hosts: before importing vte, which starts JAX
+    from train import multihost  # noqa: E402
+    multihost.initialize_from_command_line()
 from train import common  # noqa: E402
 
 DEFAULTS = dict(

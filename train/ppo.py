@@ -4,6 +4,7 @@
     python train/ppo.py --seeds 4                     # four models in one program
     python train/ppo.py --resume runs/ppo             # continue an interrupted run
     python train/ppo.py --init-from runs/imitate      # warm start from imitation
+    python train/ppo.py --devices 4                   # data parallel over 4 devices
 
 One update collects `num_steps` decisions in each of `num_envs` environments, computes
 GAE advantages and runs `update_epochs` passes of `num_minibatches` clipped-surrogate
@@ -31,6 +32,9 @@ import jax.numpy as jnp
 
 if __package__ in (None, ""):  # run as a script: python train/ppo.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __name__ == "__main__":  # several hosts: before importing vte, which starts JAX
+    from train import multihost  # noqa: E402
+    multihost.initialize_from_command_line()
 from train import common  # noqa: E402
 
 DEFAULTS = dict(
