@@ -213,6 +213,7 @@ def test_placement_respects_capacity(params, jit_step, jit_reset):
         state = new_state
     assert placed > 0
     np.testing.assert_allclose(state.nodes.alloc, vte.scoring.allocated(state.nodes), atol=1e-3)
+    np.testing.assert_array_equal(state.nodes.jobs, vte.scoring.slot_count(state.nodes.job_active))
 
 
 def test_cached_head_scores_equal_a_fresh_scoring_after_every_step(params):
@@ -275,6 +276,7 @@ def _full(state, params):
     each = jnp.floor(cap / j)
     demand = jnp.stack([each] * (j - 1) + [cap - (j - 1) * each], axis=1).astype(jnp.uint16)
     nodes = n.replace(job_active=jnp.ones_like(n.job_active), job_demand=demand,
+                      jobs=jnp.full_like(n.jobs, j),
                       job_end=jnp.full_like(n.job_end, 1e9), alloc=cap,
                       bg_load=jnp.full_like(n.bg_load, C.BG_MAX))
     return state.replace(nodes=nodes)

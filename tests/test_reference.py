@@ -19,6 +19,7 @@ def _compare_states(s_ref: ref.State, s_jax: vte.EnvState):
                                    err_msg=name)
     for name in ("up", "job_active"):
         np.testing.assert_array_equal(getattr(s_ref, name), getattr(r, name), err_msg=name)
+    np.testing.assert_array_equal(s_ref.job_active.sum(0), s_jax.nodes.jobs)
     for name in ref.REQUEST_FIELDS:
         np.testing.assert_allclose(s_ref.incoming[name], r.incoming[name], rtol=1e-5,
                                    err_msg="incoming " + name)
@@ -49,7 +50,7 @@ def test_steps_agree_rewards_optimal_actions_and_next_state():
     state = jax.jit(vte.reset)(jax.random.PRNGKey(0), PARAMS)[1]
     rng = np.random.default_rng(0)
     n = PARAMS.num_nodes
-    kinds = {"placed": 0, "deferred": 0, "invalid": 0, "lost": 0}
+    kinds = {"placed": 0, "deferred": 0, "invalid": 0, "lost": 0, "completed": 0}
     for t in range(60):
         key = jax.random.PRNGKey(1000 + t)
         seed = int(vte.rng.seed_from_key(key))
@@ -62,11 +63,13 @@ def test_steps_agree_rewards_optimal_actions_and_next_state():
         np.testing.assert_allclose(float(reward), reward_ref, rtol=1e-4, atol=1e-5)
         assert int(info["dropped"]) == info_ref["dropped"]
         assert int(info["jobs_lost"]) == info_ref["jobs_lost"]
+        assert int(new_jax.counters.completed - state.counters.completed) == info_ref["completed"]
         _compare_states(new_ref, new_jax)
         kinds["placed"] += info_ref["placed"]
         kinds["deferred"] += info_ref["deferred"]
         kinds["invalid"] += info_ref["invalid_action"]
         kinds["lost"] += info_ref["jobs_lost"]
+        kinds["completed"] += info_ref["completed"]
         state = new_jax
     assert all(v > 0 for v in kinds.values()), kinds
 

@@ -161,6 +161,7 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     held = scoring.held_demand(hd.demand)
     nd = nd.replace(
         alloc=nd.alloc.at[:, node].add(jnp.where(place, held.astype(jnp.float32), 0.0)),
+        jobs=nd.jobs.at[node].add(place.astype(jnp.float32)),
         job_active=nd.job_active.at[slot, node].set(nd.job_active[slot, node] | place),
         job_demand=nd.job_demand.at[:, slot, node].set(
             jnp.where(place, held, nd.job_demand[:, slot, node])),
@@ -171,23 +172,25 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
 
     # ADVANCE TIME: completions, failures and repairs, background load
     t1 = state.time + params.step_seconds
-    finished = nd.job_active & (nd.job_end <= t1)
     w = rng.words(seed, _STREAM_NODES, (n, 2))
     # Up nodes fail with their per-step probability, failed ones are repaired with
     # repair_prob: one uniform per node decides both.
     flip = rng.to_uniform(w[:, 0]) < jnp.where(nd.up, cl.step_fail_prob,
                                                scenario.repair_prob(params))
     up = nd.up ^ flip
-    lost = nd.job_active & ~finished & ~up
-    # Computed once for the release, the job counts and the slots left running.
-    finished, lost = fusion.materialize((finished, lost))
-    active = nd.job_active & ~(finished | lost)
-    released = scoring.slot_sum(finished | lost, nd.job_demand)
+    # A job ends when it finishes or when its node is down after the step (then every job
+    # of the node is lost, also one that would have finished within the step). Computed
+    # once for the release and the slots left running.
+    gone = fusion.materialize(nd.job_active & ((nd.job_end <= t1) | ~up))
+    active = nd.job_active & ~gone
+    jobs = scoring.slot_count(active)
+    n_lost = jnp.sum(jnp.where(up, 0.0, nd.jobs))
+    n_completed = jnp.sum(nd.jobs) - jnp.sum(jobs) - n_lost
     # The load at t1 was drawn one step ahead; draw the one at t1 + dt.
     bg_next = scenario.bg_move(nd.bg_next, rng.unit_noise(w[:, 1]), cl,
                                t1 + params.step_seconds, params)
-    nd = nd.replace(bg_load=nd.bg_next, bg_next=bg_next, up=up, job_active=active,
-                    alloc=nd.alloc - released)
+    nd = nd.replace(bg_load=nd.bg_next, bg_next=bg_next, up=up, job_active=active, jobs=jobs,
+                    alloc=nd.alloc - scoring.slot_sum(gone, nd.job_demand))
 
     # ARRIVALS: the candidates drawn at the previous step join; the next ones are drawn.
     wa = rng.words(seed, _STREAM_ARRIVALS, (C.MAX_ARRIVALS,))
@@ -203,13 +206,13 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     metrics = fusion.materialize(scoring.measure(cl, nd))
     tw = twin.update_from_seed(state.twin, metrics, cl, seed, params)
 
-    n_lost = jnp.sum(lost).astype(jnp.int32)
+    n_lost = n_lost.astype(jnp.int32)
     matched = a == opt
     c = state.counters
     counters = c.replace(
         placed=c.placed + place, deferred=c.deferred + defer, invalid=c.invalid + ~valid,
         dropped=c.dropped + dropped, jobs_lost=c.jobs_lost + n_lost,
-        completed=c.completed + jnp.sum(finished).astype(jnp.int32),
+        completed=c.completed + n_completed.astype(jnp.int32),
         matched=c.matched + matched, regret=c.regret + regret, energy=c.energy + energy)
     # SCORE THE NEXT HEAD REQUEST once, for the next decision and the action mask
     scores = scoring.score_head(cl, metrics, q, state.weights, params)

@@ -325,15 +325,16 @@ def step(state: State, action: int, seed_or_rng, params):
         s.queue["valid"] = np.arange(k) < (count - 1 if place else count)
 
     t1 = f32(s.time) + f32(params.step_seconds)
-    finished = s.job_active & (s.job_end <= t1)
-    active = s.job_active & ~finished
     w = words(seed, _STREAM_NODES, (n, 2))
     # An up node fails with its per-step probability; a failed one is repaired with the
     # per-step probability of a repair (mean repair_hours).
     p_flip = np.where(s.up, s.step_fail_prob, _per_step(1.0 / params.repair_hours, params))
     down = ~(s.up != (uniform(w[:, 0]) < p_flip))
-    lost = active & down
-    s.job_active = active & ~down
+    # Every job of a node that is down after the step is lost (even one that would have
+    # finished within the step); on the other nodes, jobs past their end finish.
+    lost = s.job_active & down
+    finished = s.job_active & (s.job_end <= t1) & ~down
+    s.job_active = s.job_active & ~(lost | finished)
     s.alloc = s.alloc - np.where((finished | lost)[None], s.job_demand.astype(f32), 0).sum(1)
     # The background load is exogenous: its value at t1 was drawn a step ahead.
     s.bg_load = s.bg_next

@@ -200,6 +200,7 @@ def initial_nodes(key: jax.Array, cluster: Cluster, params: EnvParams) -> Nodes:
         bg_next=bg_move(bg, noise, cluster, jnp.float32(params.step_seconds), params),
         up=jnp.ones((n,), bool),
         alloc=jnp.zeros((C.NUM_RESOURCES, n), jnp.float32),
+        jobs=jnp.zeros((n,), jnp.float32),
         job_active=jnp.zeros((j, n), bool),
         job_demand=jnp.zeros((C.NUM_RESOURCES, j, n), jnp.uint16),
         job_end=jnp.zeros((j, n), jnp.float32),

@@ -80,7 +80,8 @@ def slot_count(mask: jax.Array) -> jax.Array:
 
 
 def allocated(nodes: Nodes) -> jax.Array:
-    """Resources held by running jobs recomputed from the slots, (R, N) (equals `nodes.alloc`)."""
+    """Resources held by running jobs recomputed from the slots, (R, N) (equals `nodes.alloc`;
+    `slot_count(nodes.job_active)` likewise equals `nodes.jobs`)."""
     return slot_sum(nodes.job_active, nodes.job_demand)
 
 
@@ -103,7 +104,7 @@ def measure(cluster: Cluster, nodes: Nodes) -> Metrics:
         free=cap - used,
         power=jnp.where(nodes.up, power, 0.0),
         up=nodes.up,
-        jobs=slot_count(nodes.job_active),
+        jobs=nodes.jobs,
     )
 
 

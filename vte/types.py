@@ -47,6 +47,8 @@ class Nodes:
     up: jax.Array            # (N,) bool, healthy; a failed node accepts nothing
     alloc: jax.Array         # (R, N) float32, resources held by running jobs (the sum over
                              # active slots of job_demand, kept up to date incrementally)
+    jobs: jax.Array          # (N,) float32, running jobs (the number of active slots, kept
+                             # up to date incrementally like alloc)
     job_active: jax.Array    # (J, N) bool, slot holds a running job
     job_demand: jax.Array    # (R, J, N) uint16, resources the job holds, whole units
                              # (`scoring.held_demand`: the demand rounded up)
