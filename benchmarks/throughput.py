@@ -1,13 +1,18 @@
-"""Decisions per second of `vte.step` under jit + vmap, state memory, and the speed-up over
-the NumPy reference.
+"""Decisions per second of `vte.step` under jit + vmap, with random valid actions and with
+the policy network choosing them, PPO training env steps per second, state memory, and
+the speed-up over the NumPy reference.
 
     python benchmarks/throughput.py            # full sweep
     python benchmarks/throughput.py --quick    # a small sweep
 
 Every figure is taken after a warm-up run (compile time reported on its own) as the
 median of several repeats, each a `lax.scan` of `--steps` decisions over `num_envs`
-environments with random valid actions (environment only). Writes JSON (figures, device,
-jax version, shapes) and a PNG of decisions/s against num_envs, a line per cluster size.
+environments. "random_valid": a uniformly random allowed action (environment only);
+"policy": `vte.SchedulerNet` (default width, freshly initialised: its cost does not
+depend on its weights) samples the action from the full observation. PPO: whole
+`train/ppo.py` updates (rollout, advantages, epochs of minibatch gradient steps), env
+steps = num_envs x num_steps per update. Writes JSON (figures, device, jax version,
+shapes) and a PNG of decisions/s against num_envs, a line per cluster size.
 """
 
 from __future__ import annotations
@@ -74,6 +79,47 @@ def make_rollout(params: vte.EnvParams, num_envs: int, steps: int, policy=None):
     return jax.jit(rollout, donate_argnums=(0, 1))
 
 
+def network_policy(params: vte.EnvParams, hidden: int = 32):
+    """A freshly initialised `SchedulerNet` policy that samples its action (the cost of the
+    network does not depend on its weights)."""
+    net = vte.SchedulerNet(hidden=hidden)
+    obs, _ = vte.reset(jax.random.PRNGKey(0), params)
+    variables = jax.jit(net.init)(jax.random.PRNGKey(1), obs)
+    return vte.make_policy(net, variables, greedy=False)
+
+
+def measure_ppo(num_nodes: int, num_envs: int, updates: int, repeats: int) -> dict:
+    """PPO training env steps per second: `updates` whole updates of `train/ppo.py` (its
+    default hyper-parameters) in one jitted scan, after a warm-up."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from train import common, ppo
+
+    parser = common.build_parser("ppo", "", ppo.DEFAULTS, ppo._add_flags)
+    args = parser.parse_args(["--num-envs", str(num_envs), "--num-nodes", str(num_nodes)])
+    config = common.config_from_args(args, "ppo", tuple(ppo.RANGES))
+    init, update = ppo.make_update(config)
+    chunk = jax.jit(lambda r: jax.lax.scan(lambda r, _: update(r), r, None, updates),
+                    donate_argnums=0)
+    runner = jax.jit(init)(jax.random.PRNGKey(0))
+    t0 = time.perf_counter()
+    runner, metrics = chunk(runner)
+    jax.block_until_ready(metrics)
+    warmup_s = time.perf_counter() - t0
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        runner, metrics = chunk(runner)
+        jax.block_until_ready(metrics)
+        times.append(time.perf_counter() - t0)
+    steps = num_envs * config["num_steps"] * updates
+    median = statistics.median(times)
+    return {"num_nodes": num_nodes, "num_envs": num_envs, "num_steps": config["num_steps"],
+            "updates": updates, "update_epochs": config["update_epochs"],
+            "num_minibatches": config["num_minibatches"], "hidden": config["hidden"],
+            "env_steps_per_s": steps / median, "median_s": median, "repeat_s": times,
+            "warmup_s_incl_compile": warmup_s}
+
+
 def state_bytes_per_env(params: vte.EnvParams) -> int:
     """Bytes of one environment's state (shapes only, nothing allocated)."""
     shapes = jax.eval_shape(lambda k: vte.reset(k, params)[1], jax.random.PRNGKey(0))
@@ -91,6 +137,8 @@ def measure_env(num_nodes: int, num_envs: int, steps: int, repeats: int, policy=
     keys = jax.random.split(jax.random.PRNGKey(0), num_envs)
     obs, state = jax.jit(jax.vmap(vte.reset, in_axes=(0, None)))(keys, params)
     carry_obs = obs.action_mask if policy is None else obs
+    if policy == "network":
+        policy = network_policy(params)
     rollout = make_rollout(params, num_envs, steps, policy)
     t0 = time.perf_counter()
     state, carry_obs, total = rollout(state, carry_obs, jax.random.PRNGKey(1))
@@ -143,20 +191,26 @@ def machine() -> dict:
     }
 
 
-def plot(rows: list[dict], path: str) -> None:
+def plot(rows: list[dict], path: str, policy_rows: list[dict] = ()) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for n in sorted({r["num_nodes"] for r in rows}):
+    for i, n in enumerate(sorted({r["num_nodes"] for r in rows})):
         pts = sorted((r["num_envs"], r["decisions_per_s"]) for r in rows if r["num_nodes"] == n)
-        ax.plot(*zip(*pts), marker="o", label=f"{n} nodes")
+        ax.plot(*zip(*pts), marker="o", color=f"C{i}", label=f"{n} nodes")
+        pts = sorted((r["num_envs"], r["decisions_per_s"]) for r in policy_rows
+                     if r["num_nodes"] == n)
+        if pts:
+            ax.plot(*zip(*pts), marker="x", linestyle="--", color=f"C{i}",
+                    label=f"{n} nodes, policy network")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("environments stepped at once (num_envs)")
     ax.set_ylabel("decisions / s")
-    ax.set_title(f"vte.step, jit + vmap, random valid actions ({jax.default_backend()})")
+    ax.set_title(f"vte.step, jit + vmap: random valid actions (solid), network (dashed), "
+                 f"{jax.default_backend()}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -173,17 +227,26 @@ def parse_args(argv):
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--max-state-gib", type=float, default=4.0,
                    help="skip configurations whose batched state exceeds this")
+    p.add_argument("--max-policy-nodes", type=int, default=2**22,
+                   help="policy network sweep: skip configurations with more than this many "
+                        "num_envs x num_nodes (the network's activations grow with it)")
+    p.add_argument("--no-policy", action="store_true", help="skip the policy-network sweep")
+    p.add_argument("--ppo-envs", type=int, nargs="*", default=None,
+                   help="num_envs of the PPO training figures (64 nodes); default 1024 4096 "
+                        "(--quick: 1024); none to skip")
+    p.add_argument("--ppo-updates", type=int, default=4, help="PPO updates per timed run")
+    p.add_argument("--ppo-nodes", type=int, default=64, help="num_nodes of the PPO figures")
     p.add_argument("--numpy-steps", type=int, default=500,
                    help="decisions timed for the NumPy reference (0 = skip)")
     p.add_argument("--out", default="benchmarks/results/throughput.json")
     p.add_argument("--png", default=None, help="plot path (default: beside --out)")
     args = p.parse_args(argv)
-    for name in ("steps", "repeats"):
+    for name in ("steps", "repeats", "ppo_updates", "ppo_nodes", "max_policy_nodes"):
         if getattr(args, name) < 1:
-            p.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.numpy_steps < 0:
         p.error(f"--numpy-steps must be >= 0, got {args.numpy_steps}")
-    for name in ("num_envs", "num_nodes"):
+    for name in ("num_envs", "num_nodes", "ppo_envs"):
         vals = getattr(args, name) or []
         if any(v < 1 for v in vals):
             p.error(f"--{name.replace('_', '-')} values must be >= 1, got {vals}")
@@ -214,6 +277,36 @@ def main(argv=None):
             print(f"{n:>6} {b:>7} {r['decisions_per_s']:>14,.0f} "
                   f"{r['warmup_s_incl_compile']:>14.1f} {per_env / 1024:>14.1f}", flush=True)
 
+    policy_rows = []
+    if not args.no_policy:
+        print("\n# policy network choosing the actions (SchedulerNet, sampled)")
+        print(f"{'nodes':>6} {'envs':>7} {'decisions/s':>14} {'compile+1st s':>14}")
+        for n in nodes:
+            for b in envs:
+                if n * b > args.max_policy_nodes or (n, b) in {(x["num_nodes"], x["num_envs"])
+                                                              for x in skipped}:
+                    skipped.append({"num_nodes": n, "num_envs": b, "policy": "network",
+                                    "reason": f"num_envs x num_nodes {n * b} > "
+                                              f"--max-policy-nodes {args.max_policy_nodes}"})
+                    continue
+                r = measure_env(n, b, args.steps, args.repeats, policy="network",
+                                policy_name="network")
+                policy_rows.append(r)
+                print(f"{n:>6} {b:>7} {r['decisions_per_s']:>14,.0f} "
+                      f"{r['warmup_s_incl_compile']:>14.1f}", flush=True)
+
+    ppo_envs = args.ppo_envs if args.ppo_envs is not None else (
+        (1024,) if args.quick else (1024, 4096))
+    ppo_rows = []
+    if ppo_envs:
+        print(f"\n# PPO training (train/ppo.py defaults, {args.ppo_nodes} nodes)")
+        print(f"{'envs':>7} {'env steps/s':>14} {'compile+1st s':>14}")
+        for b in ppo_envs:
+            r = measure_ppo(args.ppo_nodes, b, args.ppo_updates, args.repeats)
+            ppo_rows.append(r)
+            print(f"{b:>7} {r['env_steps_per_s']:>14,.0f} {r['warmup_s_incl_compile']:>14.1f}",
+                  flush=True)
+
     memory = [{"num_nodes": n, "queue_len": k,
                "state_bytes_per_env": state_bytes_per_env(vte.EnvParams(num_nodes=n, queue_len=k)),
                "obs_bytes_per_env": obs_bytes_per_env(vte.EnvParams(num_nodes=n, queue_len=k))}
@@ -239,12 +332,13 @@ def main(argv=None):
 
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     result = {"machine": info, "argv": sys.argv[1:] if argv is None else list(argv),
-              "env": rows, "skipped": skipped, "memory": memory, "numpy_reference": numpy_rows}
+              "env": rows, "policy": policy_rows, "ppo": ppo_rows, "skipped": skipped,
+              "memory": memory, "numpy_reference": numpy_rows}
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
     png = args.png or os.path.splitext(args.out)[0] + ".png"
     if rows:
-        plot(rows, png)
+        plot(rows, png, policy_rows)
     print(f"\nwrote {args.out} and {png}")
     return result
 

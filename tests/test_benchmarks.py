@@ -12,10 +12,14 @@ import throughput  # noqa: E402
 def test_throughput_smoke(tmp_path):
     out = tmp_path / "tp.json"
     result = throughput.main(["--num-envs", "2", "--num-nodes", "8", "--steps", "2",
-                              "--repeats", "1", "--numpy-steps", "5", "--out", str(out)])
+                              "--repeats", "1", "--numpy-steps", "5", "--ppo-envs", "8",
+                              "--ppo-nodes", "8", "--ppo-updates", "1", "--out", str(out)])
     saved = json.loads(out.read_text())
     assert saved["machine"]["jax"] and len(saved["env"]) == 1
     assert all(r["decisions_per_s"] > 0 for r in saved["env"])
+    assert [(r["num_envs"], r["policy"]) for r in saved["policy"]] == [(2, "network")]
+    assert saved["policy"][0]["decisions_per_s"] > 0
+    assert saved["ppo"][0]["env_steps_per_s"] > 0 and saved["ppo"][0]["num_envs"] == 8
     assert saved["numpy_reference"][0]["speedup"] > 0
     assert (tmp_path / "tp.png").stat().st_size > 0
     assert result["memory"][0]["state_bytes_per_env"] > 0
