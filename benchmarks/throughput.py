@@ -60,14 +60,17 @@ def make_rollout(params: vte.EnvParams, num_envs: int, steps: int, policy=None):
 
     def body(carry, key):
         state, obs = carry
-        k_a, k_s = jax.random.split(key)
-        a_keys = jax.random.split(k_a, num_envs)
         if policy is None:  # the carry holds only the action mask
-            actions = jax.vmap(random_valid_action)(a_keys, obs)
+            # One key per env for both the step and the action: the action reads hash
+            # stream 0 of the step's word, which the step itself does not use.
+            keys = jax.random.split(key, num_envs)
+            actions = jax.vmap(random_valid_action)(keys, obs)
         else:
-            actions = jax.vmap(policy, in_axes=(0, 0, None))(a_keys, obs, params)
-        obs, state, reward, _, _, _ = vstep(jax.random.split(k_s, num_envs), state, actions,
-                                            params)
+            k_a, k_s = jax.random.split(key)
+            actions = jax.vmap(policy, in_axes=(0, 0, None))(jax.random.split(k_a, num_envs),
+                                                             obs, params)
+            keys = jax.random.split(k_s, num_envs)
+        obs, state, reward, _, _, _ = vstep(keys, state, actions, params)
         if policy is None:
             obs = obs.action_mask
         return (state, obs), jnp.sum(reward)
