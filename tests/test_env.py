@@ -319,6 +319,34 @@ def test_node_failure_kills_jobs_and_counts_them(params, jit_step, jit_reset):
     assert not bool(new.twin.up[0])
 
 
+def test_failures_and_repairs_follow_the_per_step_probabilities():
+    """Up nodes fail with Cluster.step_fail_prob and down nodes are repaired with
+    1 - exp(-dt / repair_hours) per step: the observed transition frequencies match."""
+    params = vte.EnvParams(num_nodes=16, queue_len=4, num_sites=2, episode_len=400,
+                           failure_rate_scale=30.0, repair_hours=2.0)
+    b, steps = 32, 300
+    _, state = jax.vmap(vte.reset, in_axes=(0, None))(
+        jax.random.split(jax.random.PRNGKey(0), b), params)
+    vstep = jax.vmap(vte.step_env, in_axes=(0, 0, None, None))
+
+    def body(state, key):
+        new = vstep(jax.random.split(key, b), state, params.num_nodes, params)[1]
+        return new, (state.nodes.up, new.nodes.up)
+
+    _, (before, after) = jax.jit(lambda s: jax.lax.scan(
+        body, s, jax.random.split(jax.random.PRNGKey(1), steps)))(state)
+    before, after = np.asarray(before), np.asarray(after)
+    p_fail = np.broadcast_to(np.asarray(state.cluster.step_fail_prob), before.shape)
+    # Observed failures against their expectation (sum of per-node-step probabilities).
+    expected = p_fail[before].sum()
+    failures = (before & ~after).sum()
+    assert expected > 500 and abs(failures - expected) < 4 * np.sqrt(expected), (failures, expected)
+    q = -np.expm1(-params.step_seconds / (params.repair_hours * 3600.0))
+    down = (~before).sum()
+    repairs = (~before & after).sum()
+    assert down > 500 and abs(repairs / down - q) < 4 * np.sqrt(q * (1 - q) / down), (repairs / down, q)
+
+
 def test_long_random_rollout_finite_and_counted(params):
     """Many environments, many episodes of random actions: no NaN/Inf anywhere and the
     counters add up."""
