@@ -1,4 +1,5 @@
-"""Scaling over devices: decisions/s of sharded environments on 1, 2, 4 ... devices.
+"""Scaling over devices: decisions/s of sharded environments and env steps/s of PPO
+training (`train/ppo.py --devices N`) on 1, 2, 4 ... devices.
 
     python benchmarks/scaling.py                      # CPU: forces 4 host devices
     python benchmarks/scaling.py --devices 1 2 4 8    # GPUs: the real devices
@@ -6,7 +7,8 @@
 On a CPU-only machine each device count runs in a subprocess with
 `--xla_force_host_platform_device_count` (it must be set before jax is imported); the
 forced devices share the same cores, so on CPU this measures the overhead and the
-parallel efficiency of the sharded program, not extra hardware. Writes JSON.
+parallel efficiency of the sharded program, not extra hardware. Each figure is the
+median of the timed repeats after a warm-up (compilation is not timed). Writes JSON.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
+import tempfile
 
 CHILD = r"""
 import json, os, statistics, sys, time
@@ -62,6 +66,59 @@ print(json.dumps({"devices": n_dev, "num_envs": num_envs, "num_nodes": num_nodes
                   "platform": jax.default_backend(), "device": jax.devices()[0].device_kind}))
 """
 
+# PPO training as the script runs it: one compiled update per chunk (--log-every 1); the
+# first update is the warm-up, the others are timed (env steps/s of metrics.jsonl).
+TRAIN_CHILD = r"""
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+import jax
+from train import ppo
+n_dev, num_envs, num_nodes, num_steps, updates = map(int, sys.argv[2:7])
+out = sys.argv[7]
+t0 = time.perf_counter()
+ppo.main(["--devices", str(n_dev), "--num-envs", str(num_envs), "--num-nodes", str(num_nodes),
+          "--num-steps", str(num_steps), "--total-timesteps", str(num_envs * num_steps * updates),
+          "--log-every", "1", "--checkpoint-every", str(updates), "--eval-episodes", "0",
+          "--out", out])
+wall = time.perf_counter() - t0
+with open(os.path.join(out, "metrics.jsonl")) as f:
+    rows = [json.loads(line) for line in f]
+print(json.dumps({"devices": n_dev, "num_envs": num_envs, "num_nodes": num_nodes,
+                  "num_steps": num_steps, "sps": [r["sps"] for r in rows], "wall_s": wall,
+                  "platform": jax.default_backend(), "device": jax.devices()[0].device_kind}))
+"""
+
+
+def _child(script, args, env):
+    out = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True,
+                         text=True, env=env)
+    if out.returncode:
+        sys.exit(f"{args} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure_env(d, args, env):
+    """decisions/s of `args.steps` random valid decisions in sharded environments."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "throughput.py")
+    return _child(CHILD, [here, d, args.num_envs, args.num_nodes, args.steps, args.repeats],
+                  env)
+
+
+def measure_train(d, args, env):
+    """env steps/s of PPO updates on `d` devices: median over the timed updates."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory() as out:
+        row = _child(TRAIN_CHILD, [root, d, args.train_num_envs, args.num_nodes,
+                                   args.train_num_steps, args.repeats + 1, out + "/run"], env)
+    row["train_steps_per_s"] = statistics.median(row["sps"][1:])
+    row["compile_s"] = row["wall_s"] - sum(row["num_envs"] * row["num_steps"] / s
+                                           for s in row["sps"])
+    return row
+
+
+MEASURES = {"env": (measure_env, "decisions_per_s"),
+            "train": (measure_train, "train_steps_per_s")}
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -69,41 +126,47 @@ def main(argv=None):
     p.add_argument("--num-envs", type=int, default=4096)
     p.add_argument("--num-nodes", type=int, default=64)
     p.add_argument("--steps", type=int, default=64)
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=5,
+                   help="timed repeats (rollouts; PPO updates after one warm-up update)")
+    p.add_argument("--measure", nargs="+", choices=("env", "train"), default=["env", "train"],
+                   help="env: decisions/s of sharded environments; train: PPO env steps/s")
+    p.add_argument("--train-num-envs", type=int, default=1024,
+                   help="environments of the PPO run (the training default)")
+    p.add_argument("--train-num-steps", type=int, default=4, help="PPO rollout length")
     p.add_argument("--force-cpu-devices", type=int, default=None,
                    help="host devices to force (default: max(--devices) when on CPU)")
     p.add_argument("--out", default="benchmarks/results/scaling.json")
     args = p.parse_args(argv)
     for d in args.devices:
-        if d < 1 or args.num_envs % d:
-            p.error(f"--devices {d} is invalid: allowed positive divisors of --num-envs "
-                    f"{args.num_envs}")
-    env = dict(os.environ)
+        for flag, n in (("--num-envs", args.num_envs), ("--train-num-envs", args.train_num_envs)):
+            if d < 1 or n % d:
+                p.error(f"--devices {d} is invalid: allowed positive divisors of {flag} {n}")
+    if args.repeats < 1:
+        p.error(f"--repeats {args.repeats} is invalid: allowed an integer >= 1")
+    env, forced = dict(os.environ), None
     import jax  # noqa: E402  (only to learn the backend; children set their own flags)
     if jax.default_backend() == "cpu":
         forced = args.force_cpu_devices or max(args.devices)
         env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
                             f" --xla_force_host_platform_device_count={forced}").strip()
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "throughput.py")
-    rows = []
-    print(f"{'devices':>8} {'envs':>7} {'nodes':>6} {'decisions/s':>14} {'vs 1 device':>12}")
+    results = {"env": [], "train": []}
+    print(f"{'devices':>8} {'decisions/s':>14} {'vs 1':>6} {'train steps/s':>14} {'vs 1':>6}")
     for d in args.devices:
-        out = subprocess.run([sys.executable, "-c", CHILD, here, str(d), str(args.num_envs),
-                              str(args.num_nodes), str(args.steps), str(args.repeats)],
-                             capture_output=True, text=True, env=env)
-        if out.returncode:
-            sys.exit(f"devices={d} failed:\n{out.stderr}")
-        row = json.loads(out.stdout.strip().splitlines()[-1])
-        rows.append(row)
-        base = rows[0]["decisions_per_s"]
-        print(f"{d:>8} {args.num_envs:>7} {args.num_nodes:>6} {row['decisions_per_s']:>14,.0f} "
-              f"{row['decisions_per_s'] / base:>11.2f}x", flush=True)
+        cells = []
+        for what, (measure, key) in MEASURES.items():
+            rows = results[what]
+            if what in args.measure:
+                rows.append(measure(d, args, env))
+                cells += [f"{rows[-1][key]:>14,.0f}", f"{rows[-1][key] / rows[0][key]:>5.2f}x"]
+            else:
+                cells += [f"{'-':>14}", f"{'-':>6}"]
+        print(f"{d:>8} " + " ".join(cells), flush=True)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"argv": sys.argv[1:] if argv is None else list(argv), "rows": rows}, f,
-                  indent=1)
+        json.dump({"argv": sys.argv[1:] if argv is None else list(argv),
+                   "forced_cpu_devices": forced, **results}, f, indent=1)
     print(f"wrote {args.out}")
-    return rows
+    return results
 
 
 if __name__ == "__main__":
