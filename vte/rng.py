@@ -11,10 +11,13 @@ Reset draws from `jax.random` directly.
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-_GOLDEN = jnp.uint32(0x9E3779B9)
-_M1 = jnp.uint32(0x7FEB352D)
-_M2 = jnp.uint32(0x846CA68B)
+# NumPy scalars, not JAX arrays: importing vte must not start a JAX backend (multi-host
+# training calls jax.distributed.initialize after importing).
+_GOLDEN = np.uint32(0x9E3779B9)
+_M1 = np.uint32(0x7FEB352D)
+_M2 = np.uint32(0x846CA68B)
 
 
 def hash32(x: jax.Array) -> jax.Array:
