@@ -119,6 +119,32 @@ def test_vmap_equals_per_env_across_auto_reset(params, jit_step, jit_reset):
         states = batched[1]
 
 
+def test_nested_vmap_equals_flat_vmap_and_keeps_the_reset_conditional(params):
+    """vmap over seeds of vmap over envs (as the trainer runs `--seeds`) equals one vmap over
+    all envs, across an auto-reset, and still resets only in steps where some env is done
+    (the compiled step holds the reset's conditional rather than a select)."""
+    keys = jax.random.split(jax.random.PRNGKey(3), 6).reshape(2, 3, 2)
+    _, states = jax.jit(jax.vmap(jax.vmap(vte.reset, (0, None)), (0, None)))(keys, params)
+    nested = jax.jit(jax.vmap(jax.vmap(vte.step, (0, 0, 0, None)), (0, 0, 0, None)))
+    flat = jax.jit(jax.vmap(vte.step, (0, 0, 0, None)))
+    actions = jnp.zeros((2, 3), jnp.int32)
+    hlo = nested.lower(keys, states, actions, params).compile().as_text()
+    assert "conditional(" in hlo
+    resets = 0
+    for t in range(params.episode_len + 2):
+        ks = jax.random.split(jax.random.PRNGKey(50 + t), 6)
+        a = jnp.arange(6, dtype=jnp.int32) % (params.num_nodes + 1)
+        out = nested(ks.reshape(2, 3, 2), states, a.reshape(2, 3), params)
+        ref = flat(ks, jax.tree_util.tree_map(lambda x: x.reshape((6,) + x.shape[2:]), states),
+                   a, params)
+        chex.assert_trees_all_close(
+            jax.tree_util.tree_map(lambda x: x.reshape((6,) + x.shape[2:]), out), ref,
+            rtol=1e-5, atol=1e-5)
+        resets += int(out[4].sum())
+        states = out[1]
+    assert resets == 6
+
+
 def test_vmap_over_params_weights(params):
     """Float fields of the params are pytree leaves: one compiled step serves many."""
     weights = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])

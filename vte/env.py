@@ -16,7 +16,8 @@ Termination: never; truncation after `episode_len` decisions, then the state res
 
 Auto-reset is cheap under `jax.vmap`: the batched rule computes new scenarios only in
 steps where some environment is done (`jax.custom_batching.custom_vmap`), instead of in
-every step as a plain `select` would.
+every step as a plain `select` would; nested vmaps (seeds x environments) fold into one
+environment axis, so the reset stays conditional there too.
 """
 
 from __future__ import annotations
@@ -265,21 +266,41 @@ def _reset_if_done(key, state, done, params):
 
 @_reset_if_done.def_vmap
 def _reset_if_done_batched(axis_size, in_batched, key, state, done, params):
-    def batch(tree, batched):
-        return jax.tree_util.tree_map(
-            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)),
-            tree, batched)
+    args = (_broadcast(x, b, axis_size) for x, b in zip((key, state, done, params), in_batched))
+    out = _reset_where_done(*args)
+    return out, jax.tree_util.tree_map(lambda _: True, out)
 
-    key, state, done, params = (batch(x, b) for x, b in zip((key, state, done, params),
-                                                              in_batched))
+
+def _broadcast(tree, batched, axis_size):
+    return jax.tree_util.tree_map(
+        lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), tree, batched)
+
+
+@jax.custom_batching.custom_vmap
+def _reset_where_done(key, state, done, params):
+    """Environments along the leading axis: fresh scenarios where `done`, computed only when
+    some environment is done (a `lax.cond` on `any(done)`)."""
+    n = done.shape[0]
 
     def do_reset():
         fresh = jax.vmap(lambda k, p: reset_state(_reset_key(k), p))(key, params)
         return jax.tree_util.tree_map(
-            lambda new, old: jnp.where(done.reshape((axis_size,) + (1,) * (new.ndim - 1)),
-                                       new, old), fresh, state)
+            lambda new, old: jnp.where(done.reshape((n,) + (1,) * (new.ndim - 1)), new, old),
+            fresh, state)
 
-    out = lax.cond(jnp.any(done), do_reset, lambda: state)
+    return lax.cond(jnp.any(done), do_reset, lambda: state)
+
+
+@_reset_where_done.def_vmap
+def _reset_where_done_batched(axis_size, in_batched, key, state, done, params):
+    # Under a further vmap (e.g. over training seeds) the cond's predicate would become
+    # batched and the cond a select that resets in every step: fold the new axis into the
+    # environment axis instead, so the predicate stays one `any` over all of them.
+    args = tuple(_broadcast(x, b, axis_size) for x, b in zip((key, state, done, params),
+                                                             in_batched))
+    flat = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[2:]), args)
+    out = _reset_where_done(*flat)
+    out = jax.tree_util.tree_map(lambda x: x.reshape((axis_size, -1) + x.shape[1:]), out)
     return out, jax.tree_util.tree_map(lambda _: True, out)
 
 

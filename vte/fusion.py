@@ -41,8 +41,10 @@ def materialize(tree):
 
 @materialize.def_vmap
 def _materialize_batched(axis_size, in_batched, tree):
+    # Calling `materialize` again (not `_cond`): under a further vmap this rule runs once
+    # more for the outer axis, so the predicate never becomes batched.
     del axis_size
-    return _cond(tree), in_batched[0]
+    return materialize(tree), in_batched[0]
 
 
 __all__ = ["materialize"]
