@@ -199,7 +199,7 @@ def plot(rows: list[dict], path: str, policy_rows: list[dict] = ()) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     for i, n in enumerate(sorted({r["num_nodes"] for r in rows})):
         pts = sorted((r["num_envs"], r["decisions_per_s"]) for r in rows if r["num_nodes"] == n)
         ax.plot(*zip(*pts), marker="o", color=f"C{i}", label=f"{n} nodes")
@@ -215,7 +215,7 @@ def plot(rows: list[dict], path: str, policy_rows: list[dict] = ()) -> None:
     ax.set_title(f"vte.step, jit + vmap: random valid actions (solid), network (dashed), "
                  f"{jax.default_backend()}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
