@@ -439,6 +439,21 @@ def _initial_params(config: dict):
     return ckpt.load_variables(config["init_from"], seed=0)
 
 
+def over_seeds(fn: Callable, seeds: int) -> Callable:
+    """`fn` mapped over the leading seed axis of its argument and outputs: `jax.vmap` for
+    several seeds; for one seed the axis is dropped and added back instead, because a
+    vmap of size one made the PPO update about 40 % slower on CPU (its matrix products
+    become batched ones)."""
+    if seeds > 1:
+        return jax.vmap(fn)
+
+    def one(tree):
+        out = fn(jax.tree_util.tree_map(lambda x: x[0], tree))
+        return jax.tree_util.tree_map(lambda x: x[None], out)
+
+    return one
+
+
 def training_mesh(devices: int) -> jax.sharding.Mesh:
     """The one-axis mesh of a run: the first `devices` local devices of every process."""
     chosen = [d for p in range(jax.process_count())
@@ -603,7 +618,7 @@ def run(config: dict, make_update: Callable, out: str, resume: bool = False,
 
         def build():
             with jax.set_mesh(mesh):   # split_over_devices reads it
-                return jax.jit(jax.vmap(chunk), in_shardings=(shardings,),
+                return jax.jit(over_seeds(chunk, config["seeds"]), in_shardings=(shardings,),
                                out_shardings=(shardings, replicated)).lower(runner).compile()
         return _compiled(config, ("chunk", length, placement), build)
 
