@@ -76,9 +76,7 @@ def rescore(state: EnvState, params: EnvParams) -> EnvState:
     `reset` and `step` keep the cache up to date; call this after editing a state by hand
     (its nodes, queue, cluster or weights) and before passing it to `step` or `get_obs`.
     """
-    metrics = scoring.measure(state.cluster, state.nodes)
-    return state.replace(scores=scoring.score_head(state.cluster, metrics, state.queue,
-                                                   state.weights, params))
+    return state.replace(scores=scoring.fresh_scores(state, params))
 
 
 def reset(key: jax.Array, params: EnvParams) -> tuple[Observation, EnvState]:
@@ -142,7 +140,8 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     hd = scoring.head(q)
 
     # SCORE THE DECISION (ground truth, scored at the end of the previous step)
-    costs, feasible, sc = state.scores.cost, state.scores.feasible, state.scores
+    sc = state.scores
+    costs, feasible = sc.cost, sc.feasible
     opt = scoring.argmin_feasible(costs, feasible)
     a = jnp.asarray(action).astype(jnp.int32)
     a_c = jnp.clip(a, 0, n)
@@ -185,8 +184,9 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     gone = fusion.materialize(nd.job_active & ((nd.job_end <= t1) | ~up))
     active = nd.job_active & ~gone
     jobs = scoring.slot_count(active)
-    n_lost = jnp.sum(jnp.where(up, 0.0, nd.jobs))
-    n_completed = jnp.sum(nd.jobs) - jnp.sum(jobs) - n_lost
+    lost = jnp.sum(jnp.where(up, 0.0, nd.jobs))
+    n_lost = lost.astype(jnp.int32)
+    n_completed = (jnp.sum(nd.jobs) - jnp.sum(jobs) - lost).astype(jnp.int32)
     # The load at t1 was drawn one step ahead; draw the one at t1 + dt.
     bg_next = scenario.bg_move(nd.bg_next, rng.unit_noise(w[:, 1]), cl,
                                t1 + params.step_seconds, params)
@@ -207,13 +207,12 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     metrics = fusion.materialize(scoring.measure(cl, nd))
     tw = twin.update_from_seed(state.twin, metrics, cl, seed, params)
 
-    n_lost = n_lost.astype(jnp.int32)
     matched = a == opt
     c = state.counters
     counters = c.replace(
         placed=c.placed + place, deferred=c.deferred + defer, invalid=c.invalid + ~valid,
         dropped=c.dropped + dropped, jobs_lost=c.jobs_lost + n_lost,
-        completed=c.completed + n_completed.astype(jnp.int32),
+        completed=c.completed + n_completed,
         matched=c.matched + matched, regret=c.regret + regret, energy=c.energy + energy)
     # SCORE THE NEXT HEAD REQUEST once, for the next decision and the action mask
     scores = scoring.score_head(cl, metrics, q, state.weights, params)

@@ -220,5 +220,5 @@ def initial_queue(key: jax.Array, params: EnvParams) -> tuple[Requests, Requests
 
 
 __all__ = ["sample_cluster", "sample_requests", "initial_nodes", "initial_queue",
-           "daily_bg_mean", "bg_move", "step_event_prob", "repair_prob", "categorical", "NUM_NODE_WORDS",
-           "NUM_REQUEST_WORDS"]
+           "daily_bg_mean", "bg_move", "step_event_prob", "repair_prob", "categorical",
+           "NUM_NODE_WORDS", "NUM_REQUEST_WORDS"]

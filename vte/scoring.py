@@ -198,6 +198,12 @@ def score_head(cluster: Cluster, metrics: Metrics, queue: Requests, weights: jax
                       energy=br.energy, failure_prob=br.failure_prob)
 
 
+def fresh_scores(state: EnvState, params: EnvParams) -> HeadScores:
+    """`score_head` of `state` from its ground truth, ignoring the cached `state.scores`."""
+    return score_head(state.cluster, measure(state.cluster, state.nodes), state.queue,
+                      state.weights, params)
+
+
 def node_costs(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
     """Cost and feasibility of every action for the request at the head of the queue,
     computed afresh from the ground truth of `state`.
@@ -206,8 +212,7 @@ def node_costs(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array
       costs: (num_nodes + 1,) float32, dimensionless; last entry is defer.
       feasible: (num_nodes + 1,) bool; defer is always feasible.
     """
-    s = score_head(state.cluster, measure(state.cluster, state.nodes), state.queue,
-                   state.weights, params)
+    s = fresh_scores(state, params)
     return s.cost, s.feasible
 
 
