@@ -154,13 +154,35 @@ def measure_env(num_nodes: int, num_envs: int, steps: int, repeats: int, policy=
         total.block_until_ready()
         times.append(time.perf_counter() - t0)
     median = statistics.median(times)
-    return {
+    row = {
         "num_nodes": num_nodes, "num_envs": num_envs, "steps": steps, "policy": policy_name,
         "decisions_per_s": num_envs * steps / median,
         "median_s": median, "repeat_s": times,
         "warmup_s_incl_compile": warmup_s,
         "state_bytes_per_env": state_bytes_per_env(params),
     }
+    if policy_name == "random_valid":
+        row["reset_batch_s"] = measure_reset(params, num_envs, repeats)
+    return row
+
+
+def measure_reset(params: vte.EnvParams, num_envs: int, repeats: int) -> float:
+    """Median seconds to reset `num_envs` environments at once (jit + vmap of `vte.reset`).
+
+    Episodes that start together end together, so the step's auto-reset resets the whole
+    batch in one step every `episode_len` decisions; the timed scans above contain such a
+    step in roughly one repeat out of episode_len / steps, so their median mostly leaves it
+    out: this is its cost.
+    """
+    reset = jax.jit(jax.vmap(vte.reset, in_axes=(0, None)))
+    jax.block_until_ready(reset(jax.random.split(jax.random.PRNGKey(0), num_envs), params))
+    times = []
+    for r in range(repeats):
+        keys = jax.random.split(jax.random.PRNGKey(100 + r), num_envs)
+        t0 = time.perf_counter()
+        jax.block_until_ready(reset(keys, params))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def measure_numpy(num_nodes: int, steps: int) -> dict:
@@ -265,7 +287,7 @@ def main(argv=None):
           f"{info['cpu_count']} CPU cores")
     rows, skipped = [], []
     print(f"{'nodes':>6} {'envs':>7} {'decisions/s':>14} {'compile+1st s':>14} "
-          f"{'state KiB/env':>14}")
+          f"{'state KiB/env':>14} {'batch reset ms':>15}")
     for n in nodes:
         per_env = state_bytes_per_env(vte.EnvParams(num_nodes=n))
         for b in envs:
@@ -278,7 +300,8 @@ def main(argv=None):
             r = measure_env(n, b, args.steps, args.repeats)
             rows.append(r)
             print(f"{n:>6} {b:>7} {r['decisions_per_s']:>14,.0f} "
-                  f"{r['warmup_s_incl_compile']:>14.1f} {per_env / 1024:>14.1f}", flush=True)
+                  f"{r['warmup_s_incl_compile']:>14.1f} {per_env / 1024:>14.1f} "
+                  f"{1e3 * r['reset_batch_s']:>15.1f}", flush=True)
 
     policy_rows = []
     if not args.no_policy:

@@ -17,6 +17,7 @@ def test_throughput_smoke(tmp_path):
     saved = json.loads(out.read_text())
     assert saved["machine"]["jax"] and len(saved["env"]) == 1
     assert all(r["decisions_per_s"] > 0 for r in saved["env"])
+    assert all(0 < r["reset_batch_s"] < 60 for r in saved["env"])
     assert [(r["num_envs"], r["policy"]) for r in saved["policy"]] == [(2, "network")]
     assert saved["policy"][0]["decisions_per_s"] > 0
     assert saved["ppo"][0]["env_steps_per_s"] > 0 and saved["ppo"][0]["num_envs"] == 8

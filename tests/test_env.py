@@ -145,6 +145,43 @@ def test_nested_vmap_equals_flat_vmap_and_keeps_the_reset_conditional(params):
     assert resets == 6
 
 
+def test_sampled_weights_are_three_times_a_flat_dirichlet():
+    """With `sample_weights`, each episode's weights are 3 x Dirichlet(1, 1, 1): they sum to 3
+    and each one divided by 3 is Beta(1, 2) (scipy as the oracle)."""
+    from scipy import stats
+
+    keys = jax.random.split(jax.random.PRNGKey(11), 4000)
+    w = np.asarray(jax.jit(jax.vmap(vte.scenario.sample_weights))(keys))
+    assert np.all(np.isfinite(w)) and np.all(w >= 0)
+    np.testing.assert_allclose(w.sum(axis=1), 3.0, rtol=1e-5)
+    for i in range(3):
+        assert stats.kstest(w[:, i] / 3.0, stats.beta(1, 2).cdf).pvalue > 1e-3, i
+    # Different draws per component and per key.
+    assert np.corrcoef(w[:, 0], w[:, 1])[0, 1] < -0.3   # Dirichlet components anti-correlate
+
+
+def test_reset_scenarios_differ_per_key_and_repeat_per_key():
+    params = vte.EnvParams(num_nodes=16)
+    keys = jax.random.split(jax.random.PRNGKey(5), 512)
+    states = jax.jit(jax.vmap(lambda k: vte.reset(k, params)[1]))(keys)
+    again = jax.jit(jax.vmap(lambda k: vte.reset(k, params)[1]))(keys)
+    chex.assert_trees_all_equal(states, again)
+    # Every scenario is its own: no two keys give the same cluster, queue or link delays.
+    sig = np.concatenate([np.asarray(states.cluster.capacity).reshape(512, -1),
+                          np.asarray(states.cluster.speed),
+                          np.asarray(states.queue.work),
+                          np.asarray(states.cluster.link_delay).reshape(512, -1)], axis=1)
+    assert len(np.unique(sig, axis=0)) == 512
+    # Attributes drawn from words of their own do not correlate within a node kind.
+    kind = np.asarray(states.cluster.kind).ravel()
+    u = np.asarray(states.cluster.speed).ravel()
+    b = np.log(np.asarray(states.cluster.bandwidth).ravel())
+    for k in np.unique(kind):
+        at = kind == k
+        if at.sum() > 200:
+            assert abs(np.corrcoef(u[at], b[at])[0, 1]) < 0.15, k
+
+
 def test_vmap_over_params_weights(params):
     """Float fields of the params are pytree leaves: one compiled step serves many."""
     weights = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])

@@ -50,7 +50,7 @@ def reset_state(key: jax.Array, params: EnvParams) -> EnvState:
     nodes = scenario.initial_nodes(k_nodes, cluster, params)
     queue, incoming = scenario.initial_queue(k_queue, params)
     if params.sample_weights:
-        weights = 3.0 * jax.random.dirichlet(k_weights, jnp.ones((3,)))
+        weights = scenario.sample_weights(k_weights)
     else:
         weights = jnp.broadcast_to(jnp.asarray(params.weights, jnp.float32), (3,))
     weights = weights.astype(jnp.float32)
@@ -89,43 +89,41 @@ def reset(key: jax.Array, params: EnvParams) -> tuple[Observation, EnvState]:
 # Queue operations (the queue is compacted: valid requests first, head at 0)
 # --------------------------------------------------------------------------
 
-def _advance_queue(queue: Requests, pop: jax.Array, rotate: jax.Array) -> Requests:
-    """Remove the head (`pop`) or move it to the back of the valid requests (`rotate`)."""
-    k = queue.valid.shape[0]
-    count = jnp.sum(queue.valid)
-    idx = jnp.arange(k)
-    hd = scoring.head(queue)
+def _update_queue(queue: Requests, pop: jax.Array, rotate: jax.Array, new: Requests,
+                  n_new: jax.Array) -> tuple[Requests, jax.Array]:
+    """The queue after the decision and the arrivals, and the number of arrivals dropped.
 
-    def shift(x, h):
-        rolled = jnp.roll(x, -1, axis=0)
-        at_end = (idx == count - 1).reshape((k,) + (1,) * (x.ndim - 1))
-        return jnp.where(at_end, h, rolled)
-
-    shifted = jax.tree_util.tree_map(shift, queue, hd)
-    shifted = shifted.replace(valid=idx < count - pop.astype(count.dtype))
-    move = pop | rotate
-    return jax.tree_util.tree_map(lambda a, b: jnp.where(move, a, b), shifted, queue)
-
-
-def _append(queue: Requests, new: Requests, n_new: jax.Array) -> tuple[Requests, jax.Array]:
-    """Append the first `n_new` of `new` (leading axis MAX_ARRIVALS); returns (queue, dropped)."""
+    First the head is removed (`pop`) or moved behind the last valid request (`rotate`);
+    then the first `n_new` of `new` (leading axis MAX_ARRIVALS) join at the back, as many
+    as fit. Every new slot takes one of few sources (itself, its successor, the head, or
+    one arrival); the per-slot choice is computed once, so each field costs a few selects.
+    """
     k = queue.valid.shape[0]
     m = new.valid.shape[0]
     count = jnp.sum(queue.valid)
     idx = jnp.arange(k)
-    take = (idx >= count) & (idx < count + n_new)
+    move = pop | rotate
+    count2 = count - pop.astype(count.dtype)            # valid requests after the decision
+    arrive = [(idx == count2 + i) & (i < n_new) for i in range(m)]
+    # (K,) masks per env, materialised so the field updates below only select.
+    from_next, from_head, arrive = fusion.materialize(
+        (move & (idx != count - 1), move & (idx == count - 1), arrive))
 
     def put(q, nw):
-        # Slot count + i takes new request i: a select per candidate, no gather.
+        def bc(mask):
+            return mask.reshape((k,) + (1,) * (q.ndim - 1))
+        # Moving shifts every slot one place forward (the last one wraps to the front).
+        out = jnp.where(bc(from_next), jnp.roll(q, -1, axis=0), q)
+        out = jnp.where(bc(from_head), q[0], out)
         for i in range(m):
-            t = (take & (idx == count + i)).reshape((k,) + (1,) * (q.ndim - 1))
-            q = jnp.where(t, nw[i], q)
-        return q
+            out = jnp.where(bc(arrive[i]), nw[i], out)
+        return out
 
     out = jax.tree_util.tree_map(put, queue, new)
-    out = out.replace(valid=queue.valid | take)
-    dropped = jnp.maximum(count + n_new - k, 0)
-    return out, dropped.astype(jnp.int32)
+    n_in = jnp.minimum(n_new, k - count2)
+    out = out.replace(valid=idx < count2 + n_in)
+    dropped = (n_new - n_in).astype(jnp.int32)
+    return out, dropped
 
 
 # --------------------------------------------------------------------------
@@ -168,7 +166,6 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
         job_end=nd.job_end.at[slot, node].set(
             jnp.where(place, state.time + completion, nd.job_end[slot, node])),
     )
-    q = _advance_queue(q, place, defer)
 
     # ADVANCE TIME: completions, failures and repairs, background load
     t1 = state.time + params.step_seconds
@@ -196,7 +193,7 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     # ARRIVALS: the candidates drawn at the previous step join; the next ones are drawn.
     wa = rng.words(seed, _STREAM_ARRIVALS, (C.MAX_ARRIVALS,))
     n_new = jnp.sum(rng.to_uniform(wa) < params.arrival_rate / C.MAX_ARRIVALS)
-    q, dropped = _append(q, state.incoming, n_new)
+    q, dropped = _update_queue(q, place, defer, state.incoming, n_new)
     # Computed once: otherwise every per-node fusion of the scoring below recomputes the
     # queue update to find the new head request (see vte.fusion).
     q = fusion.materialize(q)

@@ -4,8 +4,9 @@ Separate from the dynamics (as Jumanji separates its generators), so that other
 sources of scenarios (replayed traces, hand-made instances) can be plugged in by
 building a `Cluster` and a `Requests` queue of the same shapes.
 
-All samplers take raw uint32 words rather than keys, so `reset` can feed them
-`jax.random.bits` and `step` can feed them the cheap hash words of `vte.rng`.
+The request sampler takes raw uint32 words rather than a key, so `reset` and `step` can
+feed it the cheap hash words of `vte.rng`; the samplers that take a key expand it the
+same way (`vte.rng.key_words`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,13 @@ from vte.types import Cluster, Nodes, Requests
 
 NUM_NODE_WORDS = 16     # random words consumed per node
 NUM_REQUEST_WORDS = 14  # random words consumed per request
+
+# Hash streams of the reset draws (`vte.rng.key_words`).
+_STREAM_NODES = 1
+_STREAM_SITES = 2
+_STREAM_LOAD = 3
+_STREAM_QUEUE = 4
+_STREAM_WEIGHTS = 5
 
 
 def _f32(x) -> jax.Array:
@@ -73,8 +81,7 @@ def daily_bg_mean(cluster: Cluster, time: jax.Array) -> jax.Array:
 def sample_cluster(key: jax.Array, params: EnvParams) -> Cluster:
     """Nodes and sites of a fresh scenario."""
     n, s = params.num_nodes, params.num_sites
-    k_nodes, k_sites = jax.random.split(key)
-    w = jax.random.bits(k_nodes, (n, NUM_NODE_WORDS), jnp.uint32)
+    w = rng.key_words(key, _STREAM_NODES, (n, NUM_NODE_WORDS))
     u = rng.to_uniform(w)
 
     tier = categorical(u[:, 0], _f32(params.tier_shares))
@@ -107,7 +114,7 @@ def sample_cluster(key: jax.Array, params: EnvParams) -> Cluster:
 
     failure_rate = _f32(C.KIND_FAILURE_RATE)[kind] * params.failure_rate_scale
 
-    pos = jax.random.uniform(k_sites, (s, 2))
+    pos = rng.to_uniform(rng.key_words(key, _STREAM_SITES, (s, 2)))
     dist = jnp.sqrt(jnp.sum((pos[:, None, :] - pos[None, :, :]) ** 2, axis=-1))
     link_delay = jnp.where(jnp.eye(s, dtype=bool), C.INTRA_SITE_DELAY_MS,
                            C.LINK_BASE_DELAY_MS + C.LINK_DELAY_MS_PER_UNIT * dist)
@@ -169,6 +176,14 @@ def sample_requests(w: jax.Array, params: EnvParams) -> Requests:
     )
 
 
+def sample_weights(key: jax.Array) -> jax.Array:
+    """Objective weights (performance, energy, reliability) = 3 x Dirichlet(1, 1, 1), (3,):
+    three exponential draws divided by their sum (which has that distribution)."""
+    u = rng.to_uniform(rng.key_words(key, _STREAM_WEIGHTS, (3,)))
+    e = -jnp.log1p(-u)                      # Exp(1); u < 1, so finite (at most ~16.6)
+    return 3.0 * e / jnp.maximum(jnp.sum(e), 1e-30)
+
+
 def step_event_prob(rate_per_hour: jax.Array, params: EnvParams) -> jax.Array:
     """Probability that a Poisson event of `rate_per_hour` happens within one step:
     1 - exp(-rate * step_seconds / 3600). Used for failures (rate = failure_rate) and
@@ -194,7 +209,7 @@ def initial_nodes(key: jax.Array, cluster: Cluster, params: EnvParams) -> Nodes:
     (and its first move drawn)."""
     n, j = params.num_nodes, params.slots_per_node
     bg = daily_bg_mean(cluster, jnp.float32(0.0))
-    noise = rng.unit_noise(jax.random.bits(key, (n,), jnp.uint32))
+    noise = rng.unit_noise(rng.key_words(key, _STREAM_LOAD, (n,)))
     return Nodes(
         bg_load=bg,
         bg_next=bg_move(bg, noise, cluster, jnp.float32(params.step_seconds), params),
@@ -211,7 +226,7 @@ def initial_queue(key: jax.Array, params: EnvParams) -> tuple[Requests, Requests
     """(queue, incoming): a queue filled to `initial_queue_fill` of its K slots with fresh
     requests, and the MAX_ARRIVALS candidates of the first step's arrivals."""
     k = params.queue_len
-    words = jax.random.bits(key, (k + C.MAX_ARRIVALS, NUM_REQUEST_WORDS), jnp.uint32)
+    words = rng.key_words(key, _STREAM_QUEUE, (k + C.MAX_ARRIVALS, NUM_REQUEST_WORDS))
     reqs = sample_requests(words, params)
     queue = jax.tree_util.tree_map(lambda x: x[:k], reqs)
     incoming = jax.tree_util.tree_map(lambda x: x[k:], reqs)
@@ -220,5 +235,5 @@ def initial_queue(key: jax.Array, params: EnvParams) -> tuple[Requests, Requests
 
 
 __all__ = ["sample_cluster", "sample_requests", "initial_nodes", "initial_queue",
-           "daily_bg_mean", "bg_move", "step_event_prob", "repair_prob", "categorical",
+           "daily_bg_mean", "bg_move", "sample_weights", "step_event_prob", "repair_prob", "categorical",
            "NUM_NODE_WORDS", "NUM_REQUEST_WORDS"]
