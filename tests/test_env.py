@@ -464,3 +464,44 @@ def test_active_nodes_mask(params):
         _, feasible = vte.node_costs(state, p)
         assert not bool(feasible[3:-1].any())
         assert np.all(np.asarray(vte.get_obs(state, p).nodes)[3:] == 0)
+
+
+def test_queue_update_matches_a_list_model_in_every_case():
+    """`_update_queue` against a Python list: every count of valid requests, pop / rotate /
+    nothing, and every number of arrivals, including a full queue and dropped arrivals."""
+    import itertools
+
+    from vte import env as E
+
+    k, m = 4, C.MAX_ARRIVALS
+    reqs = vte.scenario.sample_requests(jnp.zeros((k + m, vte.scenario.NUM_REQUEST_WORDS),
+                                                  jnp.uint32), vte.EnvParams())
+    ids = jnp.arange(1.0, k + m + 1.0)                 # request i carries work = i + 1
+    reqs = reqs.replace(work=ids)
+    queue0 = jax.tree_util.tree_map(lambda x: x[:k], reqs)
+    new = jax.tree_util.tree_map(lambda x: x[k:], reqs)
+    cases = [(c, act, n) for c in range(k + 1) for act in ("pop", "rotate", "none")
+             for n in range(m + 1) if c > 0 or act == "none"]
+    count, pop, rot, n_new = (jnp.array(v) for v in zip(*[
+        (c, act == "pop", act == "rotate", n) for c, act, n in cases]))
+
+    @jax.jit
+    @jax.vmap
+    def update(count, pop, rot, n_new):
+        q = queue0.replace(valid=jnp.arange(k) < count)
+        out, dropped = E._update_queue(q, pop, rot, new, n_new)
+        return out.valid, out.work, dropped
+
+    valid, work, dropped = (np.asarray(x) for x in update(count, pop, rot, n_new))
+    for i, (c, act, n) in enumerate(cases):
+        model = list(range(1, c + 1))
+        if act == "pop":
+            model.pop(0)
+        elif act == "rotate":
+            model.append(model.pop(0))
+        arrivals = list(range(k + 1, k + 1 + n))
+        fit = arrivals[:k - len(model)]
+        model += fit
+        assert valid[i].sum() == len(model), (c, act, n)
+        assert list(work[i][valid[i]]) == model, (c, act, n, work[i], valid[i])
+        assert dropped[i] == n - len(fit), (c, act, n)
