@@ -138,7 +138,8 @@ def measure_env(num_nodes: int, num_envs: int, steps: int, repeats: int, policy=
                 policy_name: str = "random_valid") -> dict:
     params = vte.EnvParams(num_nodes=num_nodes)
     keys = jax.random.split(jax.random.PRNGKey(0), num_envs)
-    obs, state = jax.jit(jax.vmap(vte.reset, in_axes=(0, None)))(keys, params)
+    reset = jax.jit(jax.vmap(vte.reset, in_axes=(0, None)))
+    obs, state = reset(keys, params)
     carry_obs = obs.action_mask if policy is None else obs
     if policy == "network":
         policy = network_policy(params)
@@ -162,19 +163,19 @@ def measure_env(num_nodes: int, num_envs: int, steps: int, repeats: int, policy=
         "state_bytes_per_env": state_bytes_per_env(params),
     }
     if policy_name == "random_valid":
-        row["reset_batch_s"] = measure_reset(params, num_envs, repeats)
+        row["reset_batch_s"] = measure_reset(reset, params, num_envs, repeats)
     return row
 
 
-def measure_reset(params: vte.EnvParams, num_envs: int, repeats: int) -> float:
-    """Median seconds to reset `num_envs` environments at once (jit + vmap of `vte.reset`).
+def measure_reset(reset, params: vte.EnvParams, num_envs: int, repeats: int) -> float:
+    """Median seconds to reset `num_envs` environments at once with `reset`, the jitted
+    vmap of `vte.reset` (compiled for this batch once, by `measure_env`).
 
     Episodes that start together end together, so the step's auto-reset resets the whole
     batch in one step every `episode_len` decisions; the timed scans above contain such a
     step in roughly one repeat out of episode_len / steps, so their median mostly leaves it
     out: this is its cost.
     """
-    reset = jax.jit(jax.vmap(vte.reset, in_axes=(0, None)))
     jax.block_until_ready(reset(jax.random.split(jax.random.PRNGKey(0), num_envs), params))
     times = []
     for r in range(repeats):
