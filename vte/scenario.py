@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from vte import catalogue as C
 from vte import rng
@@ -33,6 +34,17 @@ _STREAM_WEIGHTS = 5
 
 def _f32(x) -> jax.Array:
     return jnp.asarray(x, jnp.float32)
+
+
+def _rows(table, index: jax.Array) -> jax.Array:
+    """`table[index]` for a small constant table (K,) or (K, M) indexed along its first axis:
+    shape index.shape or index.shape + (M,), float32 unless the table is integer.
+
+    Built from `lookup`'s selects (per column), which vectorise, rather than a gather."""
+    t = np.asarray(table)
+    if t.ndim == 1:
+        return lookup(list(t), index)
+    return jnp.stack([lookup(list(t[:, j]), index) for j in range(t.shape[1])], axis=-1)
 
 
 def categorical(u: jax.Array, probs: jax.Array) -> jax.Array:
@@ -88,31 +100,31 @@ def sample_cluster(key: jax.Array, params: EnvParams) -> Cluster:
     has_gpu = (tier != C.EDGE) & (u[:, 1] < params.gpu_node_share)
     kind = jnp.where(tier == C.EDGE, 4, jnp.where(tier == C.CLOUD, 0, 2) + has_gpu).astype(jnp.int32)
 
-    cores = _int_between(u[:, 2], _f32(C.KIND_CORES)[kind])
-    mem = jnp.round(_log_between(u[:, 3], _f32(C.KIND_MEM_GIB)[kind]))
-    gpus = _int_between(u[:, 4], _f32(C.KIND_GPUS)[kind])
-    gpu_model = categorical(u[:, 5], _f32(C.KIND_GPU_MODEL_P)[kind])
-    disk = jnp.round(_log_between(u[:, 6], _f32(C.KIND_DISK_GIB)[kind]))
+    cores = _int_between(u[:, 2], _rows(C.KIND_CORES, kind))
+    mem = jnp.round(_log_between(u[:, 3], _rows(C.KIND_MEM_GIB, kind)))
+    gpus = _int_between(u[:, 4], _rows(C.KIND_GPUS, kind))
+    gpu_model = categorical(u[:, 5], _rows(C.KIND_GPU_MODEL_P, kind))
+    disk = jnp.round(_log_between(u[:, 6], _rows(C.KIND_DISK_GIB, kind)))
     capacity = jnp.stack([cores, mem, gpus, disk], axis=0)
 
-    speed = _between(u[:, 7], _f32(C.KIND_SPEED)[kind])
-    bandwidth = _log_between(u[:, 8], _f32(C.KIND_BANDWIDTH_MBPS)[kind])
-    power_idle = _between(u[:, 9], _f32(C.KIND_IDLE_W)[kind])
-    power_peak = jnp.maximum(_between(u[:, 10], _f32(C.KIND_PEAK_W)[kind]), power_idle)
+    speed = _between(u[:, 7], _rows(C.KIND_SPEED, kind))
+    bandwidth = _log_between(u[:, 8], _rows(C.KIND_BANDWIDTH_MBPS, kind))
+    power_idle = _between(u[:, 9], _rows(C.KIND_IDLE_W, kind))
+    power_peak = jnp.maximum(_between(u[:, 10], _rows(C.KIND_PEAK_W, kind)), power_idle)
 
     tier_label = jnp.left_shift(1, tier)
     labels = (tier_label
               | jnp.where(gpus > 0, C.L_GPU, 0)
               | jnp.where(mem >= C.BIGMEM_GIB, C.L_BIGMEM, 0)
-              | jnp.where(u[:, 11] < _f32(C.KIND_P_ARM)[kind], C.L_ARM64, 0)
-              | jnp.where(u[:, 12] < _f32(C.KIND_P_SSD)[kind], C.L_SSD, 0)
+              | jnp.where(u[:, 11] < _rows(C.KIND_P_ARM, kind), C.L_ARM64, 0)
+              | jnp.where(u[:, 12] < _rows(C.KIND_P_SSD, kind), C.L_SSD, 0)
               | jnp.where(bandwidth >= C.HIGHNET_MBPS, C.L_HIGHNET, 0)).astype(jnp.int32)
 
     site = jnp.minimum(jnp.floor(u[:, 13] * s), s - 1).astype(jnp.int32)
     level = categorical(u[:, 14], _f32(params.load_shares))
-    bg_mean = _between(u[:, 15], _f32(C.LOAD_LEVELS)[level])
+    bg_mean = _between(u[:, 15], _rows(C.LOAD_LEVELS, level))
 
-    failure_rate = _f32(C.KIND_FAILURE_RATE)[kind] * params.failure_rate_scale
+    failure_rate = _rows(C.KIND_FAILURE_RATE, kind) * params.failure_rate_scale
 
     pos = rng.to_uniform(rng.key_words(key, _STREAM_SITES, (s, 2)))
     dist = jnp.sqrt(jnp.sum((pos[:, None, :] - pos[None, :, :]) ** 2, axis=-1))
@@ -142,23 +154,23 @@ def sample_requests(w: jax.Array, params: EnvParams) -> Requests:
     """Requests from words `w` of shape (..., NUM_REQUEST_WORDS); all marked valid."""
     u = rng.to_uniform(w)
     a = categorical(u[..., 0], _f32(params.archetype_shares))
-    cores = _int_between(u[..., 1], _f32(C.ARCH_CORES)[a])
-    mem = jnp.maximum(jnp.round(_log_between(u[..., 2], _f32(C.ARCH_MEM_GIB)[a])), 1.0)
-    wants_gpu = u[..., 3] < _f32(C.ARCH_P_GPU)[a]
-    gpus = jnp.where(wants_gpu, _int_between(u[..., 4], _f32(C.ARCH_GPUS)[a]), 0.0)
+    cores = _int_between(u[..., 1], _rows(C.ARCH_CORES, a))
+    mem = jnp.maximum(jnp.round(_log_between(u[..., 2], _rows(C.ARCH_MEM_GIB, a))), 1.0)
+    wants_gpu = u[..., 3] < _rows(C.ARCH_P_GPU, a)
+    gpus = jnp.where(wants_gpu, _int_between(u[..., 4], _rows(C.ARCH_GPUS, a)), 0.0)
     gpu_models = jnp.where(
         wants_gpu,
-        jnp.where(u[..., 5] < _f32(C.ARCH_P_GPU_ALT)[a], jnp.asarray(C.ARCH_GPU_MASK_ALT)[a],
-                  jnp.asarray(C.ARCH_GPU_MASK)[a]),
+        jnp.where(u[..., 5] < _rows(C.ARCH_P_GPU_ALT, a), _rows(C.ARCH_GPU_MASK_ALT, a),
+                  _rows(C.ARCH_GPU_MASK, a)),
         0).astype(jnp.int32)
-    work = _between(u[..., 6], _f32(C.ARCH_SECONDS)[a])
-    data_gb = _log_between(u[..., 7], _f32(C.ARCH_DATA_GB)[a])
-    preferred = _bernoulli_bits(w[..., 8], _f32(C.ARCH_P_PREFER)[a])
-    required = _bernoulli_bits(w[..., 9], _f32(C.ARCH_P_REQUIRE)[a])
-    rejected = _bernoulli_bits(w[..., 10], _f32(C.ARCH_P_REJECT)[a]) & ~required
+    work = _between(u[..., 6], _rows(C.ARCH_SECONDS, a))
+    data_gb = _log_between(u[..., 7], _rows(C.ARCH_DATA_GB, a))
+    preferred = _bernoulli_bits(w[..., 8], _rows(C.ARCH_P_PREFER, a))
+    required = _bernoulli_bits(w[..., 9], _rows(C.ARCH_P_REQUIRE, a))
+    rejected = _bernoulli_bits(w[..., 10], _rows(C.ARCH_P_REJECT, a)) & ~required
     preferred = preferred & ~rejected
-    has_bound = u[..., 11] < _f32(C.ARCH_P_LATENCY)[a]
-    latency_bound = jnp.where(has_bound, _between(u[..., 12], _f32(C.ARCH_LATENCY_MS)[a]),
+    has_bound = u[..., 11] < _rows(C.ARCH_P_LATENCY, a)
+    latency_bound = jnp.where(has_bound, _between(u[..., 12], _rows(C.ARCH_LATENCY_MS, a)),
                               C.NO_LATENCY_BOUND_MS)
     origin = jnp.minimum(jnp.floor(u[..., 13] * params.num_sites), params.num_sites - 1)
     return Requests(
