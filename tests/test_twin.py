@@ -73,3 +73,26 @@ def test_update_is_pure_and_vmappable():
         one = update(state.twin, metrics, state.cluster, keys[i], params)
         chex.assert_trees_all_close(jax.tree_util.tree_map(lambda x: x[i], batched), one)
     assert jnp.all(jnp.isfinite(batched.util))
+
+
+def test_static_exact_path_equals_traced_path():
+    """With concrete exact parameters `step` writes the metrics straight into the twin (no
+    `lax.cond`); with traced ones it takes the `cond`. Both give the same states, and
+    noisy parameters give the same states whether concrete or traced."""
+    assert vte.twin.static_exact(SMALL) is True
+    assert vte.twin.static_exact(SMALL.replace(twin_noise=0.1)) is False
+    assert vte.twin.static_exact(SMALL.replace(twin_report_prob=0.5)) is False
+    seen = []
+    jax.jit(lambda p: seen.append(vte.twin.static_exact(p)) or 0)(SMALL)
+    assert seen == [None]
+    for params in (SMALL, SMALL.replace(twin_noise=0.1, twin_report_prob=0.5)):
+        _, start = jax.jit(vte.reset)(jax.random.PRNGKey(3), params)
+        concrete = jax.jit(lambda k, s, a: vte.step(k, s, a, params))
+        traced = jax.jit(vte.step)
+        a_state, b_state = start, start
+        for t in range(6):
+            key = jax.random.PRNGKey(50 + t)
+            a = vte.optimal_action(a_state, params)
+            a_state = concrete(key, a_state, a)[1]
+            b_state = traced(key, b_state, a, params)[1]
+            chex.assert_trees_all_close(a_state, b_state, rtol=1e-6, atol=1e-5)

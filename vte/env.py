@@ -140,7 +140,7 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     # SCORE THE DECISION (ground truth, scored at the end of the previous step)
     sc = state.scores
     costs, feasible = sc.cost, sc.feasible
-    opt = scoring.argmin_feasible(costs, feasible)
+    opt = sc.optimum
     a = jnp.asarray(action).astype(jnp.int32)
     a_c = jnp.clip(a, 0, n)
     valid = (a >= 0) & (a <= n) & feasible[a_c]
@@ -154,17 +154,20 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     energy = jnp.where(place, sc.energy[node], 0.0)
     failure_prob = jnp.where(place, sc.failure_prob[node], 0.0)
 
-    # PLACE THE HEAD REQUEST (in-place writes of one slot)
+    # PLACE THE HEAD REQUEST into a free slot of the node. The per-node totals get a
+    # one-hot add (fused with the release below); the slot's demand and end time are
+    # written in place, to an index past the end (dropped) when nothing is placed.
     slot = jnp.argmin(nd.job_active[:, node])
     held = scoring.held_demand(hd.demand)
+    on_node = place & (jnp.arange(n) == node)                                # (N,)
+    on_slot = on_node & (jnp.arange(nd.job_active.shape[0]) == slot)[:, None]  # (J, N)
+    w_slot = jnp.where(place, slot, nd.job_active.shape[0])
     nd = nd.replace(
-        alloc=nd.alloc.at[:, node].add(jnp.where(place, held.astype(jnp.float32), 0.0)),
-        jobs=nd.jobs.at[node].add(place.astype(jnp.float32)),
-        job_active=nd.job_active.at[slot, node].set(nd.job_active[slot, node] | place),
-        job_demand=nd.job_demand.at[:, slot, node].set(
-            jnp.where(place, held, nd.job_demand[:, slot, node])),
-        job_end=nd.job_end.at[slot, node].set(
-            jnp.where(place, state.time + completion, nd.job_end[slot, node])),
+        alloc=nd.alloc + jnp.where(on_node, held.astype(jnp.float32)[:, None], 0.0),
+        jobs=nd.jobs + on_node.astype(jnp.float32),
+        job_active=nd.job_active | on_slot,
+        job_demand=nd.job_demand.at[:, w_slot, node].set(held, mode="drop"),
+        job_end=nd.job_end.at[w_slot, node].set(state.time + completion, mode="drop"),
     )
 
     # ADVANCE TIME: completions, failures and repairs, background load
@@ -194,15 +197,22 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     wa = rng.words(seed, _STREAM_ARRIVALS, (C.MAX_ARRIVALS,))
     n_new = jnp.sum(rng.to_uniform(wa) < params.arrival_rate / C.MAX_ARRIVALS)
     q, dropped = _update_queue(q, place, defer, state.incoming, n_new)
-    # Computed once: otherwise every per-node fusion of the scoring below recomputes the
-    # queue update to find the new head request (see vte.fusion).
-    q = fusion.materialize(q)
+    # The new head request is computed once (else every per-node fusion of the scoring
+    # below recomputes the queue update to find it, see vte.fusion); the queue itself is
+    # written straight into the state.
+    new_head = fusion.materialize(scoring.head(q))
     incoming = scenario.sample_requests(
         rng.words(seed, _STREAM_REQUESTS, (C.MAX_ARRIVALS, scenario.NUM_REQUEST_WORDS)), params)
 
-    # DIGITAL TWIN (the metrics are computed once for the twin and the scoring)
-    metrics = fusion.materialize(scoring.measure(cl, nd))
-    tw = twin.update_from_seed(state.twin, metrics, cl, seed, params)
+    # DIGITAL TWIN: the ground-truth metrics, folded into the twin; the scoring reads them
+    metrics = scoring.measure(cl, nd)
+    if twin.static_exact(params):
+        # Known exact while tracing: the twin is the metrics, written straight into the
+        # state (the outputs of the `lax.cond` below would be copied there).
+        tw = twin.from_metrics(metrics)
+    else:
+        metrics = fusion.materialize(metrics)
+        tw = twin.update_from_seed(state.twin, metrics, cl, seed, params)
 
     matched = a == opt
     c = state.counters
@@ -212,7 +222,7 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
         completed=c.completed + n_completed,
         matched=c.matched + matched, regret=c.regret + regret, energy=c.energy + energy)
     # SCORE THE NEXT HEAD REQUEST once, for the next decision and the action mask
-    scores = scoring.score_head(cl, metrics, q, state.weights, params)
+    scores = scoring.score_request(cl, metrics, new_head, state.weights, params)
     state = state.replace(nodes=nd, queue=q, incoming=incoming, twin=tw, scores=scores,
                           counters=counters, time=t1, steps=state.steps + 1)
     truncated = state.steps >= params.episode_len

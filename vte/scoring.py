@@ -177,13 +177,18 @@ def head(queue: Requests) -> Requests:
     return jax.tree_util.tree_map(lambda x: x[0], queue)
 
 
+def _defer_cost(worst: jax.Array, any_feasible: jax.Array, params: EnvParams) -> jax.Array:
+    """The cost of deferring (see `with_defer`) from the worst feasible node's cost."""
+    return jnp.where(any_feasible, worst + params.defer_penalty, 0.0)
+
+
 def with_defer(cost: jax.Array, feasible: jax.Array,
                params: EnvParams) -> tuple[jax.Array, jax.Array]:
     """Append the defer action: always feasible; its cost is the worst feasible node's
     cost plus `defer_penalty`, or 0 when no node is feasible (then defer is the optimum)."""
     any_feasible = jnp.any(feasible)
     worst = jnp.max(jnp.where(feasible, cost, -jnp.inf))
-    defer_cost = jnp.where(any_feasible, worst + params.defer_penalty, 0.0)
+    defer_cost = _defer_cost(worst, any_feasible, params)
     return (jnp.concatenate([cost, defer_cost[None]]),
             jnp.concatenate([feasible, jnp.ones((1,), bool)]))
 
@@ -192,10 +197,29 @@ def score_head(cluster: Cluster, metrics: Metrics, queue: Requests, weights: jax
                params: EnvParams) -> HeadScores:
     """The scoring of the head request of `queue` on the ground-truth `metrics`
     (`measure(cluster, nodes)`), as `HeadScores`."""
-    cost, feasible, br = score(cluster, metrics, head(queue), weights, params)
-    cost, feasible = with_defer(cost, feasible, params)
-    return HeadScores(cost=cost, feasible=feasible, completion=br.completion_time,
-                      energy=br.energy, failure_prob=br.failure_prob)
+    return score_request(cluster, metrics, head(queue), weights, params)
+
+
+def score_request(cluster: Cluster, metrics: Metrics, request: Requests, weights: jax.Array,
+                  params: EnvParams) -> HeadScores:
+    """`score_head` of one request (scalar fields) rather than a queue's head."""
+    cost, feasible, br = score(cluster, metrics, request, weights, params)
+    n = cost.shape[0]
+    # The optimum over the nodes and defer, from three reductions over the N nodes (the
+    # same result as `argmin_feasible` of `with_defer`'s N + 1 actions: defer costs more
+    # than any feasible node, since defer_penalty > 0, and is the optimum when no node is
+    # feasible).
+    c = jnp.where(feasible, cost, jnp.inf)
+    best = jnp.min(c)
+    any_feasible = best < jnp.inf                      # costs are finite (see `score`)
+    first = jnp.min(jnp.where(c == best, jnp.arange(n, dtype=jnp.int32), n))
+    worst = jnp.max(jnp.where(feasible, cost, -jnp.inf))
+    defer_cost = _defer_cost(worst, any_feasible, params)
+    return HeadScores(cost=jnp.concatenate([cost, defer_cost[None]]),
+                      feasible=jnp.concatenate([feasible, jnp.ones((1,), bool)]),
+                      optimum=jnp.where(any_feasible, first, n).astype(jnp.int32),
+                      completion=br.completion_time, energy=br.energy,
+                      failure_prob=br.failure_prob)
 
 
 def fresh_scores(state: EnvState, params: EnvParams) -> HeadScores:

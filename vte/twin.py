@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from vte import catalogue as C
 from vte import rng
@@ -26,6 +27,19 @@ def from_metrics(metrics: Metrics) -> Twin:
     return Twin(util=metrics.util, mem_util=metrics.mem_util, free=metrics.free,
                 power=metrics.power, up=metrics.up, jobs=metrics.jobs,
                 age=jnp.zeros_like(metrics.util))
+
+
+def static_exact(params: EnvParams) -> bool | None:
+    """Whether the twin is exact (`twin_noise == 0` and `twin_report_prob >= 1`) when that is
+    known while tracing: True or False for concrete parameters (Python or NumPy numbers, or
+    arrays closed over by a jitted function), None when either is traced (passed to `jit`
+    as an argument, or batched by `vmap`)."""
+    values = []
+    for x in (params.twin_noise, params.twin_report_prob):
+        if isinstance(x, jax.core.Tracer):
+            return None
+        values.append(np.asarray(x))
+    return bool(np.all(values[0] == 0) and np.all(values[1] >= 1))
 
 
 def update_from_seed(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.Array,

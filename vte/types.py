@@ -122,6 +122,8 @@ class HeadScores:
 
     cost: jax.Array          # (N + 1,) float32, cost of each action (last = defer)
     feasible: jax.Array      # (N + 1,) bool, feasible actions (defer always)
+    optimum: jax.Array       # () int32, the optimal action: the least-cost feasible one, ties
+                             # to the lowest index (`scoring.argmin_feasible(cost, feasible)`)
     completion: jax.Array    # (N,) float32, s, completion time on each node
     energy: jax.Array        # (N,) float32, J, extra energy of placing on each node
     failure_prob: jax.Array  # (N,) float32, probability each node fails during the job
