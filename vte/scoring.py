@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from vte import catalogue as C
+from vte import fusion
 from vte.params import EnvParams
 from vte.types import Cluster, EnvState, HeadScores, Metrics, Nodes, Requests
 
@@ -209,13 +210,16 @@ def score_request(cluster: Cluster, metrics: Metrics, request: Requests, weights
     # same result as `argmin_feasible` of `with_defer`'s N + 1 actions: defer costs more
     # than any feasible node, since defer_penalty > 0, and is the optimum when no node is
     # feasible).
-    c = jnp.where(feasible, cost, jnp.inf)
+    # `c` holds both the cost and the feasibility (costs are finite, see `score`);
+    # computed once, as otherwise each reduction below recomputes the feasibility.
+    c = fusion.materialize(jnp.where(feasible, cost, jnp.inf))
+    feasible = c < jnp.inf
     best = jnp.min(c)
-    any_feasible = best < jnp.inf                      # costs are finite (see `score`)
+    any_feasible = best < jnp.inf
     first = jnp.min(jnp.where(c == best, jnp.arange(n, dtype=jnp.int32), n))
-    worst = jnp.max(jnp.where(feasible, cost, -jnp.inf))
+    worst = jnp.max(jnp.where(feasible, c, -jnp.inf))
     defer_cost = _defer_cost(worst, any_feasible, params)
-    return HeadScores(cost=jnp.concatenate([cost, defer_cost[None]]),
+    return HeadScores(cost=jnp.concatenate([jnp.where(feasible, c, cost), defer_cost[None]]),
                       feasible=jnp.concatenate([feasible, jnp.ones((1,), bool)]),
                       optimum=jnp.where(any_feasible, first, n).astype(jnp.int32),
                       completion=br.completion_time, energy=br.energy,
