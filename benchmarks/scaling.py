@@ -4,13 +4,19 @@ training (`train/ppo.py --devices N`) on 1, 2, 4 ... devices.
     python benchmarks/scaling.py                      # CPU: forces 8 host devices
     python benchmarks/scaling.py --devices 1 2 4 8    # GPUs: the real devices
 
-On a CPU-only machine each device count runs in a subprocess with
-`--xla_force_host_platform_device_count` (it must be set before jax is imported); the
-forced devices share the same cores, so on CPU this measures the sharded program on the
-same hardware: its overhead, how well it keeps the cores busy, and (with more devices
-than cores) the gain from each device's share of the batch fitting the cache. Each figure
-is the median of the timed repeats after a warm-up (compilation is not timed). Writes
-JSON.
+On a CPU-only machine each device count N runs in a subprocess with
+`--xla_force_host_platform_device_count=N` (it must be set before jax is imported), and
+1 device in a plain process, as a user runs it (forcing several host devices makes a
+program on one of them markedly slower, so a 1-device run inside an 8-device process is
+not the baseline). The forced devices share the same cores, so on CPU this measures the
+sharded program on the same hardware: its overhead, how well it keeps the cores busy,
+and (with more devices than cores) the gain from each device's share of the batch
+fitting the cache.
+
+The device counts are measured in `--rounds` alternating rounds (1, 2, 4, 8, 1, 2, ...),
+so that a machine whose speed drifts (a shared virtual machine) affects them alike;
+each figure is the median of all timed repeats of its rounds, after a warm-up per
+process (compilation is not timed). Writes JSON, with the per-round medians.
 """
 
 from __future__ import annotations
@@ -118,6 +124,24 @@ def measure_train(d, args, env):
     return row
 
 
+def _combine(rows, what):
+    """One row per device count from its rounds: the median over every timed repeat (env:
+    of the rollout times; train: of the PPO updates' env steps/s) and each round's own."""
+    out = dict(rows[0])
+    if what == "env":
+        times = [t for row in rows for t in row["repeat_s"]]
+        out["repeat_s"] = times
+        out["decisions_per_s"] = out["num_envs"] * out["steps"] / statistics.median(times)
+        out["round_decisions_per_s"] = [row["decisions_per_s"] for row in rows]
+    else:
+        sps = [s for row in rows for s in row["sps"][1:]]
+        out["sps"] = [row["sps"] for row in rows]
+        out["train_steps_per_s"] = statistics.median(sps)
+        out["round_train_steps_per_s"] = [row["train_steps_per_s"] for row in rows]
+    out["rounds"] = len(rows)
+    return out
+
+
 MEASURES = {"env": (measure_env, "decisions_per_s"),
             "train": (measure_train, "train_steps_per_s")}
 
@@ -135,8 +159,12 @@ def main(argv=None):
     p.add_argument("--train-num-envs", type=int, default=1024,
                    help="environments of the PPO run (the training default)")
     p.add_argument("--train-num-steps", type=int, default=4, help="PPO rollout length")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="alternating rounds over the device counts (each one process per "
+                        "device count with --repeats timed repeats)")
     p.add_argument("--force-cpu-devices", type=int, default=None,
-                   help="host devices to force (default: max(--devices) when on CPU)")
+                   help="on CPU, force this many host devices in every process (default: "
+                        "as many as the process uses, none for 1 device)")
     p.add_argument("--out", default="benchmarks/results/scaling.json")
     args = p.parse_args(argv)
     for d in args.devices:
@@ -145,28 +173,57 @@ def main(argv=None):
                 p.error(f"--devices {d} is invalid: allowed positive divisors of {flag} {n}")
     if args.repeats < 1:
         p.error(f"--repeats {args.repeats} is invalid: allowed an integer >= 1")
-    env, forced = dict(os.environ), None
+    if args.rounds < 1:
+        p.error(f"--rounds {args.rounds} is invalid: allowed an integer >= 1")
+    if args.force_cpu_devices is not None and args.force_cpu_devices < max(args.devices):
+        p.error(f"--force-cpu-devices {args.force_cpu_devices} is invalid: allowed at least "
+                f"max(--devices) = {max(args.devices)}")
     import jax  # noqa: E402  (only to learn the backend; children set their own flags)
-    if jax.default_backend() == "cpu":
-        forced = args.force_cpu_devices or max(args.devices)
-        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
-                            f" --xla_force_host_platform_device_count={forced}").strip()
+    on_cpu = jax.default_backend() == "cpu"
+
+    def child_env(d):
+        env = dict(os.environ)
+        forced = args.force_cpu_devices or (d if d > 1 else None)
+        if on_cpu and forced:
+            env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
+                                f" --xla_force_host_platform_device_count={forced}").strip()
+        return env, (forced if on_cpu else None)
+
+    # rounds[what][d]: the rows of each round
+    rounds = {what: {d: [] for d in args.devices} for what in args.measure}
+    print(f"{'round':>6} {'devices':>8} {'decisions/s':>14} {'train steps/s':>14}")
+    for r in range(args.rounds):
+        for d in args.devices:
+            env, forced = child_env(d)
+            cells = []
+            for what, (measure, key) in MEASURES.items():
+                if what in args.measure:
+                    row = measure(d, args, env)
+                    row["forced_cpu_devices"] = forced
+                    rounds[what][d].append(row)
+                    cells.append(f"{row[key]:>14,.0f}")
+                else:
+                    cells.append(f"{'-':>14}")
+            print(f"{r + 1:>6} {d:>8} " + " ".join(cells), flush=True)
     results = {"env": [], "train": []}
+    for what, by_d in rounds.items():
+        for d, rows in by_d.items():
+            results[what].append(_combine(rows, what))
+    print(f"\nall rounds (median of every timed repeat):")
     print(f"{'devices':>8} {'decisions/s':>14} {'vs 1':>6} {'train steps/s':>14} {'vs 1':>6}")
-    for d in args.devices:
+    for i, d in enumerate(args.devices):
         cells = []
-        for what, (measure, key) in MEASURES.items():
+        for what, (_, key) in MEASURES.items():
             rows = results[what]
-            if what in args.measure:
-                rows.append(measure(d, args, env))
-                cells += [f"{rows[-1][key]:>14,.0f}", f"{rows[-1][key] / rows[0][key]:>5.2f}x"]
+            if rows:
+                cells += [f"{rows[i][key]:>14,.0f}", f"{rows[i][key] / rows[0][key]:>5.2f}x"]
             else:
                 cells += [f"{'-':>14}", f"{'-':>6}"]
-        print(f"{d:>8} " + " ".join(cells), flush=True)
+        print(f"{d:>8} " + " ".join(cells))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"argv": sys.argv[1:] if argv is None else list(argv),
-                   "forced_cpu_devices": forced, **results}, f, indent=1)
+                   "backend": jax.default_backend(), **results}, f, indent=1)
     print(f"wrote {args.out}")
     return results
 

@@ -31,3 +31,27 @@ def test_throughput_rejects_bad_flags(capsys):
     with pytest.raises(SystemExit):
         throughput.main(["--steps", "0"])
     assert "--steps must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_scaling_alternates_rounds_and_runs_one_device_plain(tmp_path):
+    import scaling
+    out = tmp_path / "sc.json"
+    scaling.main(["--devices", "1", "2", "--num-envs", "16", "--num-nodes", "8",
+                  "--steps", "2", "--repeats", "1", "--rounds", "2", "--measure", "env",
+                  "--out", str(out)])
+    saved = json.loads(out.read_text())
+    assert saved["train"] == [] and [r["devices"] for r in saved["env"]] == [1, 2]
+    one, two = saved["env"]
+    if saved["backend"] == "cpu":   # 1 device in a plain process, 2 forced host devices
+        assert one["forced_cpu_devices"] is None and two["forced_cpu_devices"] == 2
+    for row in saved["env"]:
+        assert row["rounds"] == 2 and len(row["round_decisions_per_s"]) == 2
+        assert len(row["repeat_s"]) == 2 and row["decisions_per_s"] > 0
+
+
+def test_scaling_rejects_bad_flags(capsys):
+    import pytest
+    import scaling
+    with pytest.raises(SystemExit):
+        scaling.main(["--rounds", "0"])
+    assert "--rounds 0 is invalid: allowed an integer >= 1" in capsys.readouterr().err
