@@ -35,7 +35,7 @@ import jax, jax.numpy as jnp
 import vte
 from vte import distributed as dist
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), ""))
-from throughput import random_valid_action
+from throughput import ROLLOUT_UNROLL, random_valid_action
 n_dev, num_envs, num_nodes, steps, repeats = map(int, sys.argv[2:7])
 params = vte.EnvParams(num_nodes=num_nodes)
 mesh = dist.make_mesh(n_dev)
@@ -53,7 +53,8 @@ def body(carry, key):
 def local_rollout(state, mask, key):
     # Each device scans its own environments; keys differ per device.
     key = jax.random.fold_in(key, jax.lax.axis_index(dist.AXIS))
-    (state, mask), r = jax.lax.scan(body, (state, mask), jax.random.split(key, steps))
+    (state, mask), r = jax.lax.scan(body, (state, mask), jax.random.split(key, steps),
+                                    unroll=ROLLOUT_UNROLL)
     return state, mask, jnp.sum(r)[None]
 
 rollout = jax.jit(jax.shard_map(local_rollout, mesh=mesh, in_specs=(spec, spec, None),

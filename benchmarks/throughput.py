@@ -6,7 +6,8 @@ the speed-up over the NumPy reference.
     python benchmarks/throughput.py --quick    # a small sweep
 
 Every figure is taken after a warm-up run (compile time reported on its own) as the
-median of several repeats, each a `lax.scan` of `--steps` decisions over `num_envs`
+median of several repeats, each a `lax.scan` (two steps per iteration, see
+`ROLLOUT_UNROLL`) of `--steps` decisions over `num_envs`
 environments. "random_valid": a uniformly random allowed action (environment only);
 "policy": `vte.SchedulerNet` (default width, freshly initialised: its cost does not
 depend on its weights) samples the action from the full observation. PPO: whole
@@ -49,6 +50,15 @@ def random_valid_action(key: jax.Array, mask: jax.Array) -> jax.Array:
     return (best & jnp.uint32((1 << bits) - 1)).astype(jnp.int32)
 
 
+# Two steps per iteration of the rollout's `lax.scan`. A step shifts the queue, which
+# XLA cannot do in the loop-carried buffers, so each iteration ends by copying the
+# queue's fields (and a few other arrays) back into them; with two steps per iteration
+# the first step's results stay in temporaries and only the second one is copied.
+# Measured 13-23 % more decisions/s at 4096 x 64 (alternating A/B, one process); 4 steps
+# gave no more than 2. Research loops can pass `unroll=2` to their own scans alike.
+ROLLOUT_UNROLL = 2
+
+
 def make_rollout(params: vte.EnvParams, num_envs: int, steps: int, policy=None):
     """jitted (state, obs, key) -> (state, obs, total reward) over `steps` batched steps.
 
@@ -76,7 +86,8 @@ def make_rollout(params: vte.EnvParams, num_envs: int, steps: int, policy=None):
         return (state, obs), jnp.sum(reward)
 
     def rollout(state, obs, key):
-        (state, obs), rewards = jax.lax.scan(body, (state, obs), jax.random.split(key, steps))
+        (state, obs), rewards = jax.lax.scan(body, (state, obs), jax.random.split(key, steps),
+                                             unroll=ROLLOUT_UNROLL)
         return state, obs, jnp.sum(rewards)
 
     return jax.jit(rollout, donate_argnums=(0, 1))
