@@ -29,17 +29,20 @@ def from_metrics(metrics: Metrics) -> Twin:
                 age=jnp.zeros_like(metrics.util))
 
 
+def _exact(twin_noise, twin_report_prob):
+    """The twin is exact: no noise and every node reports every step (NumPy or JAX values)."""
+    return (twin_noise == 0) & (twin_report_prob >= 1)
+
+
 def static_exact(params: EnvParams) -> bool | None:
     """Whether the twin is exact (`twin_noise == 0` and `twin_report_prob >= 1`) when that is
     known while tracing: True or False for concrete parameters (Python or NumPy numbers, or
     arrays closed over by a jitted function), None when either is traced (passed to `jit`
     as an argument, or batched by `vmap`)."""
-    values = []
-    for x in (params.twin_noise, params.twin_report_prob):
-        if isinstance(x, jax.core.Tracer):
-            return None
-        values.append(np.asarray(x))
-    return bool(np.all(values[0] == 0) and np.all(values[1] >= 1))
+    values = (params.twin_noise, params.twin_report_prob)
+    if any(isinstance(x, jax.core.Tracer) for x in values):
+        return None
+    return bool(np.all(_exact(*(np.asarray(x) for x in values))))
 
 
 def update_from_seed(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.Array,
@@ -50,7 +53,7 @@ def update_from_seed(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.A
     the noise and the per-node draws (a real branch whenever the parameters are not
     batched; under a vmap over twin parameters both sides run and the result is the same).
     """
-    exact = (params.twin_noise == 0) & (params.twin_report_prob >= 1)
+    exact = _exact(params.twin_noise, params.twin_report_prob)
     return jax.lax.cond(exact, lambda: from_metrics(metrics),
                         lambda: _noisy_update(twin, metrics, cluster, seed, params))
 
