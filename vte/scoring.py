@@ -219,7 +219,7 @@ def score_request(cluster: Cluster, metrics: Metrics, request: Requests, weights
     first = jnp.min(jnp.where(c == best, jnp.arange(n, dtype=jnp.int32), n))
     worst = jnp.max(jnp.where(feasible, c, -jnp.inf))
     defer_cost = _defer_cost(worst, any_feasible, params)
-    return HeadScores(cost=jnp.concatenate([jnp.where(feasible, c, cost), defer_cost[None]]),
+    return HeadScores(cost=jnp.concatenate([cost, defer_cost[None]]),
                       feasible=jnp.concatenate([feasible, jnp.ones((1,), bool)]),
                       optimum=jnp.where(any_feasible, first, n).astype(jnp.int32),
                       completion=br.completion_time, energy=br.energy,
