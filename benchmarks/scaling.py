@@ -210,7 +210,7 @@ def main(argv=None):
     for what, by_d in rounds.items():
         for d, rows in by_d.items():
             results[what].append(_combine(rows, what))
-    print(f"\nall rounds (median of every timed repeat):")
+    print("\nall rounds (median of every timed repeat):")
     print(f"{'devices':>8} {'decisions/s':>14} {'vs 1':>6} {'train steps/s':>14} {'vs 1':>6}")
     for i, d in enumerate(args.devices):
         cells = []
