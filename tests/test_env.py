@@ -279,29 +279,6 @@ def test_placement_respects_capacity(params, jit_step, jit_reset):
     np.testing.assert_array_equal(state.nodes.jobs, vte.scoring.slot_count(state.nodes.job_active))
 
 
-def test_free_slots_are_marked_by_their_end_time(params, jit_step, jit_reset):
-    """A free slot holds FREE_SLOT_END; a placed job's end time is below it, the job is
-    counted as running, and when it ends its slot is free again."""
-    from vte.types import FREE_SLOT_END
-    params = params.replace(failure_rate_scale=0.0, arrival_rate=0.0, step_seconds=1e-3)
-    _, state = jit_reset(jax.random.PRNGKey(3), params)
-    assert bool(jnp.all(state.nodes.job_end == FREE_SLOT_END))
-    assert not bool(state.nodes.job_active.any())
-    a = int(vte.optimal_action(state, params))
-    assert a < params.num_nodes
-    s = jit_step(jax.random.PRNGKey(1), state, a, params)[1]
-    active = np.asarray(s.nodes.job_active)
-    assert active.sum() == 1 and active[:, a].sum() == 1
-    assert finite_tree(s) and float(s.nodes.job_end[:, a].min()) < FREE_SLOT_END
-    np.testing.assert_array_equal(s.nodes.jobs, active.sum(0))
-    # The job ends: its slot is free again and its resources are released.
-    end = float(s.nodes.job_end[:, a].min())
-    s = vte.rescore(s.replace(time=jnp.float32(end)), params)
-    s = jit_step(jax.random.PRNGKey(2), s, params.num_nodes, params)[1]
-    assert bool(jnp.all(s.nodes.job_end == FREE_SLOT_END))
-    np.testing.assert_allclose(s.nodes.alloc, 0.0, atol=1e-4)
-
-
 def test_cached_head_scores_equal_a_fresh_scoring_after_every_step(params):
     """`EnvState.scores` (computed once per step) equals scoring the state afresh, after
     placements, defers, invalid actions and auto-resets, and drives the action mask."""
@@ -361,7 +338,7 @@ def _full(state, params):
     # Whole units per slot that add up to the capacity: the last slot holds the rest.
     each = jnp.floor(cap / j)
     demand = jnp.stack([each] * (j - 1) + [cap - (j - 1) * each], axis=1).astype(jnp.uint16)
-    nodes = n.replace(job_demand=demand,
+    nodes = n.replace(job_active=jnp.ones_like(n.job_active), job_demand=demand,
                       jobs=jnp.full_like(n.jobs, j),
                       job_end=jnp.full_like(n.job_end, 1e9), alloc=cap,
                       bg_load=jnp.full_like(n.bg_load, C.BG_MAX))

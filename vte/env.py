@@ -30,7 +30,7 @@ from vte import catalogue as C
 from vte import fusion, rng, scenario, scoring, twin
 from vte.observation import get_obs, static_node_features
 from vte.params import EnvParams
-from vte.types import FREE_SLOT_END, LAST_JOB_END, Counters, EnvState, Requests
+from vte.types import Counters, EnvState, Requests
 
 _STREAM_NODES = 0x11
 _STREAM_ARRIVALS = 0x22
@@ -157,18 +157,17 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     # PLACE THE HEAD REQUEST into a free slot of the node. The per-node totals get a
     # one-hot add (fused with the release below); the slot's demand and end time are
     # written in place, to an index past the end (dropped) when nothing is placed.
-    num_slots = nd.job_end.shape[0]
-    slot = jnp.argmax(nd.job_end[:, node] == FREE_SLOT_END)     # the first free slot
+    slot = jnp.argmin(nd.job_active[:, node])
     held = scoring.held_demand(hd.demand)
     on_node = place & (jnp.arange(n) == node)                                # (N,)
-    w_slot = jnp.where(place, slot, num_slots)
-    # A running job's end time stays below the mark of a free slot (FREE_SLOT_END).
-    end = jnp.minimum(state.time + completion, LAST_JOB_END)
+    on_slot = on_node & (jnp.arange(nd.job_active.shape[0]) == slot)[:, None]  # (J, N)
+    w_slot = jnp.where(place, slot, nd.job_active.shape[0])
     nd = nd.replace(
         alloc=nd.alloc + jnp.where(on_node, held.astype(jnp.float32)[:, None], 0.0),
         jobs=nd.jobs + on_node.astype(jnp.float32),
+        job_active=nd.job_active | on_slot,
         job_demand=nd.job_demand.at[:, w_slot, node].set(held, mode="drop"),
-        job_end=nd.job_end.at[w_slot, node].set(end, mode="drop"),
+        job_end=nd.job_end.at[w_slot, node].set(state.time + completion, mode="drop"),
     )
 
     # ADVANCE TIME: completions, failures and repairs, background load
@@ -182,16 +181,16 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     # A job ends when it finishes or when its node is down after the step (then every job
     # of the node is lost, also one that would have finished within the step). Computed
     # once for the release and the slots left running.
-    gone = fusion.materialize((nd.job_end <= t1) | (~up & (nd.job_end < FREE_SLOT_END)))
-    job_end = jnp.where(gone, FREE_SLOT_END, nd.job_end)
-    jobs = scoring.slot_count(job_end < FREE_SLOT_END)
+    gone = fusion.materialize(nd.job_active & ((nd.job_end <= t1) | ~up))
+    active = nd.job_active & ~gone
+    jobs = scoring.slot_count(active)
     lost = jnp.sum(jnp.where(up, 0.0, nd.jobs))
     n_lost = lost.astype(jnp.int32)
     n_completed = (jnp.sum(nd.jobs) - jnp.sum(jobs) - lost).astype(jnp.int32)
     # The load at t1 was drawn one step ahead; draw the one at t1 + dt.
     bg_next = scenario.bg_move(nd.bg_next, rng.unit_noise(w[:, 1]), cl,
                                t1 + params.step_seconds, params)
-    nd = nd.replace(bg_load=nd.bg_next, bg_next=bg_next, up=up, job_end=job_end, jobs=jobs,
+    nd = nd.replace(bg_load=nd.bg_next, bg_next=bg_next, up=up, job_active=active, jobs=jobs,
                     alloc=nd.alloc - scoring.slot_sum(gone, nd.job_demand))
 
     # ARRIVALS: the candidates drawn at the previous step join; the next ones are drawn.

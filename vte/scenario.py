@@ -19,7 +19,7 @@ from vte import catalogue as C
 from vte import rng
 from vte.params import EnvParams
 from vte.scoring import lookup
-from vte.types import FREE_SLOT_END, Cluster, Nodes, Requests
+from vte.types import Cluster, Nodes, Requests
 
 NUM_NODE_WORDS = 16     # random words consumed per node
 NUM_REQUEST_WORDS = 14  # random words consumed per request
@@ -228,8 +228,9 @@ def initial_nodes(key: jax.Array, cluster: Cluster, params: EnvParams) -> Nodes:
         up=jnp.ones((n,), bool),
         alloc=jnp.zeros((C.NUM_RESOURCES, n), jnp.float32),
         jobs=jnp.zeros((n,), jnp.float32),
+        job_active=jnp.zeros((j, n), bool),
         job_demand=jnp.zeros((C.NUM_RESOURCES, j, n), jnp.uint16),
-        job_end=jnp.full((j, n), FREE_SLOT_END, jnp.float32),
+        job_end=jnp.zeros((j, n), jnp.float32),
     )
 
 

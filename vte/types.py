@@ -12,7 +12,6 @@ slower than one of N nodes.
 from __future__ import annotations
 
 import jax
-import numpy as np
 from flax import struct
 
 
@@ -38,13 +37,6 @@ class Cluster:
     link_delay: jax.Array    # (S, S) float32, ms between sites
 
 
-# `Nodes.job_end` of a free slot (the largest float32): whether a slot is taken is read
-# from its end time rather than kept in a separate array, since bool arrays are slow to
-# update on CPU. A running job's end time is kept below it.
-FREE_SLOT_END = float(np.finfo(np.float32).max)
-LAST_JOB_END = float(np.nextafter(np.float32(FREE_SLOT_END), np.float32(0.0)))
-
-
 @struct.dataclass
 class Nodes:
     """Dynamic ground truth of the nodes."""
@@ -57,15 +49,10 @@ class Nodes:
                              # active slots of job_demand, kept up to date incrementally)
     jobs: jax.Array          # (N,) float32, running jobs (the number of active slots, kept
                              # up to date incrementally like alloc)
+    job_active: jax.Array    # (J, N) bool, slot holds a running job
     job_demand: jax.Array    # (R, J, N) uint16, resources the job holds, whole units
                              # (`scoring.held_demand`: the demand rounded up)
-    job_end: jax.Array       # (J, N) float32, s, simulated time the job completes;
-                             # FREE_SLOT_END for a free slot
-
-    @property
-    def job_active(self) -> jax.Array:
-        """(J, N) bool, the slot holds a running job (its end time is below FREE_SLOT_END)."""
-        return self.job_end < FREE_SLOT_END
+    job_end: jax.Array       # (J, N) float32, s, simulated time the job completes
 
 
 @struct.dataclass
