@@ -55,3 +55,27 @@ def test_scaling_rejects_bad_flags(capsys):
     with pytest.raises(SystemExit):
         scaling.main(["--rounds", "0"])
     assert "--rounds 0 is invalid: allowed an integer >= 1" in capsys.readouterr().err
+
+
+def test_profile_attributes_step_time_to_vte_functions(tmp_path):
+    import step_profile
+    result = step_profile.main(["--num-envs", "4", "--num-nodes", "8", "--steps", "2",
+                                "--repeats", "1", "--top", "3", "--out-dir", str(tmp_path)])
+    saved = json.loads((tmp_path / "profile.json").read_text())
+    assert saved["by_function"] == result["by_function"]
+    functions = {g["function"] for g in saved["by_function"]}
+    # The step's scoring and queue update show up under their own names.
+    assert "vte/scoring.py:score" in functions and "vte/env.py:_transition" in functions
+    assert abs(sum(g["share"] for g in saved["by_function"]) - 1.0) < 1e-6
+    assert saved["ops_per_step"] > 10 and saved["decisions_per_s"] > 0
+    assert all(op["ms_per_step"] >= 0 for op in saved["top_ops"])
+    assert "HloModule" in (tmp_path / "step.hlo.txt").read_text()[:200]
+    assert list(tmp_path.glob("trace/**/*.trace.json.gz"))
+
+
+def test_profile_rejects_bad_flags(capsys):
+    import pytest
+    import step_profile
+    with pytest.raises(SystemExit):
+        step_profile.main(["--steps", "3"])
+    assert "--steps must be a multiple of 2" in capsys.readouterr().err
