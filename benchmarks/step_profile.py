@@ -36,7 +36,7 @@ import jax
 import vte
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from throughput import ROLLOUT_UNROLL, machine, make_rollout  # noqa: E402
+from throughput import ROLLOUT_UNROLL, machine, make_rollout, time_rollout  # noqa: E402
 
 _BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
           "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
@@ -155,14 +155,7 @@ def profile(num_envs: int, num_nodes: int, steps: int, repeats: int, out_dir: st
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "step.hlo.txt"), "w") as f:
         f.write(text)
-    state, mask, total = rollout(state, mask, jax.random.PRNGKey(1))   # warm-up, compiles
-    total.block_until_ready()
-    wall = []
-    for r in range(repeats):
-        t0 = time.perf_counter()
-        state, mask, total = rollout(state, mask, jax.random.PRNGKey(2 + r))
-        total.block_until_ready()
-        wall.append(time.perf_counter() - t0)
+    state, mask, _, wall = time_rollout(rollout, state, mask, repeats)
 
     trace_dir = os.path.join(out_dir, "trace")
     started = time.time()

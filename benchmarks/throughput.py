@@ -147,6 +147,22 @@ def obs_bytes_per_env(params: vte.EnvParams) -> int:
     return int(sum(np.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(shapes)))
 
 
+def time_rollout(rollout, state, carry, repeats: int):
+    """Run `rollout` (from `make_rollout`) once to warm up (compiling), then `repeats` times
+    more, each with a fresh key. Returns (state, carry, warm-up seconds, repeat seconds)."""
+    t0 = time.perf_counter()
+    state, carry, total = rollout(state, carry, jax.random.PRNGKey(1))
+    total.block_until_ready()
+    warmup_s = time.perf_counter() - t0
+    times = []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        state, carry, total = rollout(state, carry, jax.random.PRNGKey(2 + r))
+        total.block_until_ready()
+        times.append(time.perf_counter() - t0)
+    return state, carry, warmup_s, times
+
+
 def measure_env(num_nodes: int, num_envs: int, steps: int, repeats: int, policy=None,
                 policy_name: str = "random_valid") -> dict:
     params = vte.EnvParams(num_nodes=num_nodes)
@@ -157,16 +173,7 @@ def measure_env(num_nodes: int, num_envs: int, steps: int, repeats: int, policy=
     if policy == "network":
         policy = network_policy(params)
     rollout = make_rollout(params, num_envs, steps, policy)
-    t0 = time.perf_counter()
-    state, carry_obs, total = rollout(state, carry_obs, jax.random.PRNGKey(1))
-    total.block_until_ready()
-    warmup_s = time.perf_counter() - t0
-    times = []
-    for r in range(repeats):
-        t0 = time.perf_counter()
-        state, carry_obs, total = rollout(state, carry_obs, jax.random.PRNGKey(2 + r))
-        total.block_until_ready()
-        times.append(time.perf_counter() - t0)
+    state, carry_obs, warmup_s, times = time_rollout(rollout, state, carry_obs, repeats)
     median = statistics.median(times)
     row = {
         "num_nodes": num_nodes, "num_envs": num_envs, "steps": steps, "policy": policy_name,
