@@ -32,6 +32,12 @@ import numpy as np
 
 import vte
 
+# The project's targets on a 2-core CPU: decisions/s of one device at 4096 environments of
+# 64 nodes, and the speed-up over the NumPy reference at every cluster size measured.
+TARGET_DECISIONS_PER_S = 1_000_000
+TARGET_SHAPE = {"num_envs": 4096, "num_nodes": 64}
+TARGET_SPEEDUP = 100.0
+
 FULL_ENVS = (1, 64, 1024, 4096, 16384, 65536)
 FULL_NODES = (16, 64, 256, 1024)
 QUICK_ENVS = (1, 64, 1024, 4096)
@@ -226,6 +232,24 @@ def measure_numpy(num_nodes: int, steps: int) -> dict:
             "decisions_per_s": steps / dt, "median_s": dt}
 
 
+def targets(rows: list[dict], numpy_rows: list[dict]) -> list[dict]:
+    """The targets against this run's figures: `measured` is None (and `met` False) when
+    the run did not measure what a target needs."""
+    at_shape = [r["decisions_per_s"] for r in rows
+                if all(r[k] == v for k, v in TARGET_SHAPE.items())]
+    speedups = [r["speedup"] for r in numpy_rows if r["speedup"]]
+    out = [
+        {"target": f"decisions/s at {TARGET_SHAPE['num_envs']} environments x "
+                   f"{TARGET_SHAPE['num_nodes']} nodes, random valid actions, one device",
+         "goal": TARGET_DECISIONS_PER_S, "measured": at_shape[0] if at_shape else None},
+        {"target": "speed-up over the NumPy reference, least over the cluster sizes measured",
+         "goal": TARGET_SPEEDUP, "measured": min(speedups) if speedups else None},
+    ]
+    for t in out:
+        t["met"] = t["measured"] is not None and t["measured"] >= t["goal"]
+    return out
+
+
 def machine() -> dict:
     dev = jax.devices()[0]
     return {
@@ -377,10 +401,17 @@ def main(argv=None):
             print(f"{n:>6} nodes: numpy {ref['decisions_per_s']:,.0f} decisions/s, "
                   f"vte best {best or 0:,.0f} -> {sp}")
 
+    goals = targets(rows, numpy_rows)
+    print("\n# targets")
+    for t in goals:
+        verdict = ("not measured in this run" if t["measured"] is None else
+                   f"{t['measured']:,.0f}: {'met' if t['met'] else 'NOT met'}")
+        print(f"{t['target']}: goal {t['goal']:,.0f}, {verdict}")
+
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     result = {"machine": info, "argv": sys.argv[1:] if argv is None else list(argv),
               "env": rows, "policy": policy_rows, "ppo": ppo_rows, "skipped": skipped,
-              "memory": memory, "numpy_reference": numpy_rows}
+              "memory": memory, "numpy_reference": numpy_rows, "targets": goals}
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
     png = args.png or os.path.splitext(args.out)[0] + ".png"

@@ -24,6 +24,23 @@ def test_throughput_smoke(tmp_path):
     assert saved["numpy_reference"][0]["speedup"] > 0
     assert (tmp_path / "tp.png").stat().st_size > 0
     assert result["memory"][0]["state_bytes_per_env"] > 0
+    # 4096 x 64 was not measured; the speed-up was, at the one size swept.
+    shape, speedup = saved["targets"]
+    assert shape["measured"] is None and not shape["met"]
+    assert speedup["measured"] == saved["numpy_reference"][0]["speedup"]
+    assert speedup["met"] == (speedup["measured"] >= 100)
+
+
+def test_targets_read_the_right_row_and_the_least_speedup():
+    rows = [{"num_envs": 4096, "num_nodes": 16, "decisions_per_s": 2e6},
+            {"num_envs": 4096, "num_nodes": 64, "decisions_per_s": 9e5}]
+    numpy_rows = [{"speedup": 150.0}, {"speedup": 99.0}, {"speedup": None}]
+    shape, speedup = throughput.targets(rows, numpy_rows)
+    assert shape["measured"] == 9e5 and not shape["met"]
+    assert speedup["measured"] == 99.0 and not speedup["met"]
+    rows[1]["decisions_per_s"] = 1e6
+    assert throughput.targets(rows, numpy_rows[:1])[0]["met"]
+    assert throughput.targets(rows, numpy_rows[:1])[1]["met"]
 
 
 def test_throughput_rejects_bad_flags(capsys):
