@@ -30,12 +30,12 @@ import sys
 import tempfile
 
 CHILD = r"""
-import json, os, statistics, sys, time
+import json, os, statistics, sys
 import jax, jax.numpy as jnp
 import vte
 from vte import distributed as dist
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), ""))
-from throughput import ROLLOUT_UNROLL, random_valid_action
+from throughput import ROLLOUT_UNROLL, random_valid_action, time_rollout
 n_dev, num_envs, num_nodes, steps, repeats = map(int, sys.argv[2:7])
 params = vte.EnvParams(num_nodes=num_nodes)
 mesh = dist.make_mesh(n_dev)
@@ -60,15 +60,7 @@ def local_rollout(state, mask, key):
 rollout = jax.jit(jax.shard_map(local_rollout, mesh=mesh, in_specs=(spec, spec, None),
                                 out_specs=(spec, spec, spec), check_vma=False),
                   donate_argnums=(0, 1))
-mask = obs.action_mask
-t0 = time.perf_counter()
-state, mask, r = rollout(state, mask, jax.random.PRNGKey(1)); r.block_until_ready()
-warm = time.perf_counter() - t0
-times = []
-for i in range(repeats):
-    t0 = time.perf_counter()
-    state, mask, r = rollout(state, mask, jax.random.PRNGKey(2 + i)); r.block_until_ready()
-    times.append(time.perf_counter() - t0)
+state, mask, warm, times = time_rollout(rollout, state, obs.action_mask, repeats)
 print(json.dumps({"devices": n_dev, "num_envs": num_envs, "num_nodes": num_nodes,
                   "steps": steps, "decisions_per_s": num_envs * steps / statistics.median(times),
                   "warmup_s_incl_compile": warm, "repeat_s": times,
