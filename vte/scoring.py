@@ -260,5 +260,4 @@ def argmin_feasible(costs: jax.Array, feasible: jax.Array) -> jax.Array:
 def optimal_action(state: EnvState, params: EnvParams) -> jax.Array:
     """The least-cost feasible node for the head request (ties to the lowest index), or
     `num_nodes` (defer) when no node is feasible or the queue is empty. () int32."""
-    costs, feasible = node_costs(state, params)
-    return argmin_feasible(costs, feasible)
+    return fresh_scores(state, params).optimum
