@@ -45,6 +45,10 @@ def test_targets_read_the_right_row_and_the_least_speedup():
     rows[1]["decisions_per_s"] = 1e6
     assert throughput.targets(rows, numpy_rows[:1])[0]["met"]
     assert throughput.targets(rows, numpy_rows[:1])[1]["met"]
+    assert "(16, 64, 256 nodes)" not in speedup["target"] and "(16, 64 nodes)" in speedup["target"]
+    unmeasured = throughput.targets([], [])
+    assert [t["measured"] for t in unmeasured] == [None, None]
+    assert not any(t["met"] for t in unmeasured) and "nodes)" not in unmeasured[1]["target"]
 
 
 def test_throughput_rejects_bad_flags(capsys):
