@@ -27,7 +27,7 @@ from tests.conftest import SMALL, finite_tree
     ("repair_hours", 0.0), ("bg_reversion", 1.5), ("bg_volatility", -0.1),
     ("twin_noise", 2.0), ("twin_report_prob", 0.0), ("pref_penalty", -1.0),
     ("defer_penalty", 0.0), ("invalid_penalty", -2.0), ("initial_queue_fill", 1.1),
-    ("contention", -1.0), ("sample_weights", "yes"),
+    ("contention", -1.0), ("sample_weights", "yes"), ("mask_from_twin", 1),
 ])
 def test_invalid_params_raise_naming_field_and_value(field, value):
     with pytest.raises(ValueError) as err:

@@ -28,9 +28,10 @@ def _compare_states(s_ref: ref.State, s_jax: vte.EnvState):
     for name in ref.REQUEST_FIELDS:
         np.testing.assert_allclose(s_ref.queue[name][valid], r.queue[name][valid], rtol=1e-5,
                                    err_msg=name)
-    for name in ("util", "mem_util", "power", "free", "age"):
+    for name in ("util", "mem_util", "power", "free", "age", "jobs"):
         np.testing.assert_allclose(s_ref.twin[name], r.twin[name], rtol=1e-4, atol=1e-3,
                                    err_msg=name)
+    np.testing.assert_array_equal(s_ref.twin["up"], r.twin["up"])
 
 
 def test_costs_agree():
@@ -86,3 +87,22 @@ def test_reference_runs_whole_episodes_with_auto_reset():
         assert reward <= 0 and not info["invalid_action"]
         truncations += truncated
     assert truncations == 3 and state.steps == 0
+
+
+def test_action_masks_agree_on_the_truth_and_on_the_twin():
+    """The observation's mask is the reference's: feasibility on the ground truth, or on
+    the (noisy, stale) twin with `mask_from_twin`; on this trajectory the two differ."""
+    step = jax.jit(vte.step_env)
+    n = PARAMS.num_nodes
+    differ = 0
+    for params in (PARAMS, PARAMS.replace(mask_from_twin=True)):
+        obs, state = jax.jit(vte.reset)(jax.random.PRNGKey(4), params)
+        rng = np.random.default_rng(4)
+        for t in range(40):
+            s_ref = ref.from_jax(state)
+            np.testing.assert_array_equal(obs.action_mask, ref.action_mask(s_ref, params))
+            differ += params.mask_from_twin and bool(
+                np.any(ref.action_mask(s_ref, params) != ref.costs(s_ref, params)[1]))
+            action = [int(vte.optimal_action(state, params)), int(rng.integers(0, n + 1))][t % 2]
+            obs, state = step(jax.random.PRNGKey(500 + t), state, action, params)[:2]
+    assert differ > 0, "the twin's mask never differed from the truth's: nothing was tested"

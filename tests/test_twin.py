@@ -96,3 +96,53 @@ def test_static_exact_path_equals_traced_path():
             a_state = concrete(key, a_state, a)[1]
             b_state = traced(key, b_state, a, params)[1]
             chex.assert_trees_all_close(a_state, b_state, rtol=1e-6, atol=1e-5)
+
+
+def test_bookkeeping_is_exact_in_a_stale_noisy_twin():
+    """Free GPUs and disk, health and running jobs follow the truth every step, also on
+    nodes whose report did not arrive; CPU and memory figures stay stale there."""
+    params = SMALL.replace(twin_report_prob=0.3, twin_noise=0.1, bg_volatility=0.2,
+                           failure_rate_scale=30.0, repair_hours=0.2)
+    step = jax.jit(vte.step_env)
+    _, state = jax.jit(vte.reset)(jax.random.PRNGKey(1), params)
+    exercised = 0
+    for t in range(20):
+        before = vte.measure(state.cluster, state.nodes)
+        state = step(jax.random.PRNGKey(200 + t), state, vte.optimal_action(state, params),
+                     params)[1]
+        truth, tw = vte.measure(state.cluster, state.nodes), state.twin
+        np.testing.assert_array_equal(tw.up, truth.up)
+        np.testing.assert_array_equal(tw.jobs, truth.jobs)
+        np.testing.assert_array_equal(tw.free[2:], truth.free[2:])
+        stale = np.asarray(tw.age) > 0
+        changed = ((np.asarray(truth.jobs) != np.asarray(before.jobs))
+                   | (np.asarray(truth.up) != np.asarray(before.up)))
+        exercised += int(np.sum(stale & changed))
+    assert exercised > 0, "no stale node saw its jobs or health change: nothing was tested"
+    stale = np.asarray(state.twin.age) > 0
+    assert not np.allclose(np.asarray(state.twin.util)[stale], np.asarray(truth.util)[stale])
+
+
+def test_mask_from_twin_allows_what_the_twin_believes():
+    """With an exact twin the twin's mask is the truth's; with a stale one it can allow a
+    node the cluster rejects: taking it is invalid (penalised, nothing placed)."""
+    exact = vte.get_obs(_run(SMALL), SMALL.replace(mask_from_twin=True))
+    np.testing.assert_array_equal(exact.action_mask, vte.get_obs(_run(SMALL), SMALL).action_mask)
+    params = SMALL.replace(twin_report_prob=0.2, bg_volatility=0.3, mask_from_twin=True)
+    step = jax.jit(vte.step_env)
+    obs, state = jax.jit(vte.reset)(jax.random.PRNGKey(2), params)
+    tested = 0
+    for t in range(60):
+        believed = np.asarray(obs.action_mask)
+        truly = np.asarray(state.scores.feasible)
+        assert believed[-1], "defer is always allowed"
+        wrong = np.flatnonzero(believed[:-1] & ~truly[:-1])
+        action = int(wrong[0]) if wrong.size else int(vte.optimal_action(state, params))
+        obs, new, reward, _, _, info = step(jax.random.PRNGKey(300 + t), state, action, params)
+        if wrong.size:
+            tested += 1
+            assert bool(info["invalid_action"]) and not bool(info["placed"])
+            assert float(reward) == -params.invalid_penalty
+            assert int(new.counters.placed) == int(state.counters.placed)
+        state = new
+    assert tested > 0, "the twin never allowed an infeasible node: nothing was tested"

@@ -6,7 +6,9 @@ scoring together.
 
 Observation: `vte.Observation` (see `vte.types`), features built from the twin only.
 Action: int in [0, num_nodes]; `a < num_nodes` places the head request on node a,
-  `a == num_nodes` defers it (it moves to the back of the queue).
+  `a == num_nodes` defers it (it moves to the back of the queue). The observation's
+  action mask allows exactly the valid actions, unless `params.mask_from_twin` computes
+  it on a noisy or stale twin (then it can allow invalid ones).
 Reward: `-regret`, regret = cost(choice) - cost(optimal action) >= 0. An invalid action
   (out of range, or a node that is infeasible for the head request) changes nothing in
   the cluster or the queue and has regret `params.invalid_penalty`.

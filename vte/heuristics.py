@@ -5,7 +5,8 @@ only the observation, as a real scheduler sees only the digital twin: it reads f
 columns by their names (`vte.NODE_FEATURE_NAMES`, `vte.REQUEST_FEATURE_NAMES`) and
 undoes each column's scale from its name ("cpu_cores/64" holds cores / 64). It picks
 among the nodes the action mask allows (ties to the lowest index) and defers only when
-none is allowed. Every policy is pure, deterministic per key, and works under jit and
+none is allowed; the mask is the truth's feasibility unless
+`EnvParams.mask_from_twin` makes it the twin's. Every policy is pure, deterministic per key, and works under jit and
 vmap.
 
 | name | picks the allowed node with |

@@ -1,10 +1,14 @@
-"""The observation: what the scheduler sees, built from the twin and the queue only.
+"""The observation: what the scheduler sees.
 
-Node features are split in two: the part fixed for an episode (capacities, labels,
-power model, ...) is computed once at reset and cached in `EnvState.node_static`; the
-dynamic part (the twin's latest report and the delay from the head request's origin)
-is computed every step. The scoring's costs and the optimum are never in it; the
-feasibility mask is (as a real scheduler's filter stage would compute it).
+The node features come from the cluster's static description and the digital twin,
+never from the ground-truth metrics. Node features are split in two: the part fixed for
+an episode (capacities, labels, power model, ...) is computed once at reset and cached
+in `EnvState.node_static`; the dynamic part (the twin's latest report and the delay from
+the head request's origin) is computed every step. The scoring's costs and the optimum
+are never in it. The action mask is the feasibility of the head request (a scheduler's
+filter stage): by default on the ground truth, so it allows exactly the valid actions;
+with `EnvParams.mask_from_twin` on the twin, so a stale or noisy twin shows in it too.
+The two are the same while the twin is exact (the default parameters).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from vte import catalogue as C
-from vte import scoring
+from vte import scoring, twin
 from vte.params import EnvParams
 from vte.types import Cluster, EnvState, Observation, Requests
 
@@ -101,5 +105,16 @@ def get_obs(state: EnvState, params: EnvParams) -> Observation:
         queue_mask=state.queue.valid,
         weights=state.weights,
         progress=state.steps.astype(jnp.float32) / params.episode_len,
-        action_mask=state.scores.feasible,
+        action_mask=action_mask(state, params),
     )
+
+
+def action_mask(state: EnvState, params: EnvParams) -> jax.Array:
+    """The allowed actions, (N + 1,) bool (the last, defer, always allowed): the cached
+    ground-truth feasibility `state.scores.feasible`, or with `params.mask_from_twin` the
+    feasibility of the head request on the twin (`scoring.feasibility`)."""
+    if not params.mask_from_twin:
+        return state.scores.feasible
+    believed = scoring.feasibility(state.cluster, twin.as_metrics(state.twin),
+                                   scoring.head(state.queue), params)
+    return jnp.concatenate([believed, jnp.ones((1,), bool)])

@@ -35,6 +35,11 @@ class EnvParams:
       episode_len: decisions per episode; then `truncated` is set and the env resets.
       sample_weights: draw the objective weights per episode (Dirichlet(1,1,1),
         times 3) instead of using `weights`; the policy sees them in the observation.
+      mask_from_twin: compute the observation's action mask on the digital twin (what
+        the scheduler believes) instead of the ground truth (default False: the mask is
+        exactly the valid actions). With a noisy or stale twin the mask can then allow
+        an action the cluster rejects (invalid: `invalid_penalty`, nothing changes) and
+        forbid a feasible one; with an exact twin both masks are the same.
 
     Scenario mix (float, vmappable):
       active_nodes: nodes that exist (1..N); the rest are masked off. 0 (default)
@@ -77,6 +82,7 @@ class EnvParams:
     slots_per_node: int = struct.field(pytree_node=False, default=4)
     episode_len: int = struct.field(pytree_node=False, default=128)
     sample_weights: bool = struct.field(pytree_node=False, default=False)
+    mask_from_twin: bool = struct.field(pytree_node=False, default=False)
 
     active_nodes: Any = 0
     tier_shares: Any = (0.5, 0.2, 0.3)
@@ -187,6 +193,8 @@ def _validate(p: EnvParams):
     _check_static_int("episode_len", p.episode_len, 1, 1 << 24)
     if not isinstance(p.sample_weights, (bool, np.bool_)):
         _fail("sample_weights", p.sample_weights, "True or False")
+    if not isinstance(p.mask_from_twin, (bool, np.bool_)):
+        _fail("mask_from_twin", p.mask_from_twin, "True or False")
 
     active = _concrete(p.active_nodes)
     if active is not None and (np.any(active != np.round(active)) or np.any(active < 0)

@@ -256,10 +256,7 @@ def costs(s: State, params):
     m, q = _measure(s), _head(s)
     d = q["demand"]
     delay = s.link_delay[q["origin"]][s.site]
-    feasible = (q["valid"] & s.mask & m["up"] & np.all(m["free"] >= d[:, None] - f32(1e-4), 0)
-                & ((s.labels & q["required"]) == q["required"]) & ((s.labels & q["rejected"]) == 0)
-                & ((d[2] <= 0) | (((q["gpu_models"] >> s.gpu_model) & 1) == 1))
-                & (delay <= q["latency_bound"]) & (m["jobs"] < params.slots_per_node))
+    feasible = _feasible(s, m, params)
     speed = np.where(d[2] > 0, C.GPU_SPEED[s.gpu_model], s.speed)
     run = q["work"] / np.maximum(speed, f32(1e-3)) * (f32(1) + f32(params.contention) * m["util"])
     completion = run + q["data_gb"] * f32(C.MBIT_PER_GB) / np.maximum(s.bandwidth, 1) + delay / f32(1000)
@@ -277,7 +274,22 @@ def costs(s: State, params):
     return (np.append(cost, f32(defer)), np.append(feasible, True), completion, energy, p_fail)
 
 
+def _feasible(s: State, m: dict, params) -> np.ndarray:
+    """(N,) whether the head request fits each node according to metrics `m`."""
+    q = _head(s)
+    d = q["demand"]
+    delay = s.link_delay[q["origin"]][s.site]
+    return (q["valid"] & s.mask & m["up"] & np.all(m["free"] >= d[:, None] - f32(1e-4), 0)
+            & ((s.labels & q["required"]) == q["required"]) & ((s.labels & q["rejected"]) == 0)
+            & ((d[2] <= 0) | (((q["gpu_models"] >> s.gpu_model) & 1) == 1))
+            & (delay <= q["latency_bound"]) & (m["jobs"] < params.slots_per_node))
+
+
 def action_mask(s: State, params) -> np.ndarray:
+    """The observation's mask: feasibility on the ground truth, or on the twin with
+    `params.mask_from_twin`; defer (last) always allowed."""
+    if getattr(params, "mask_from_twin", False):
+        return np.append(_feasible(s, s.twin, params), True)
     return costs(s, params)[1]
 
 
@@ -365,6 +377,9 @@ def step(state: State, action: int, seed_or_rng, params):
              "power": np.maximum(m["power"] * (1 + e[:, 1]), 0), "up": m["up"], "jobs": m["jobs"]}
     for name, v in fresh.items():
         s.twin[name] = np.where(report, v, s.twin[name])
+    # Free GPUs and disk, health and jobs: the scheduler's bookkeeping, always exact.
+    s.twin["free"][2:] = m["free"][2:]
+    s.twin["up"], s.twin["jobs"] = m["up"], m["jobs"]
     s.twin["age"] = np.where(report, 0, s.twin["age"] + 1).astype(f32)
 
     s.time, s.steps = float(t1), s.steps + 1

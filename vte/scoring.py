@@ -113,6 +113,32 @@ def _popcount(x: jax.Array) -> jax.Array:
     return jax.lax.population_count(x.astype(jnp.int32)).astype(jnp.float32)
 
 
+def feasibility(cluster: Cluster, metrics: Metrics, request: Requests, params: EnvParams,
+                delay: jax.Array | None = None) -> jax.Array:
+    """Whether `request` (scalar fields) can be placed on each node given `metrics`: (N,) bool.
+
+    The queue slot holds a request, the node exists and is up, has a free job slot and the
+    free resources for the demand, its labels include the required and none of the
+    rejected ones, its GPU model is accepted (when GPUs are wanted), and its site is within
+    the request's latency bound. `delay`: `link_delay(cluster, request.origin)` if the
+    caller has it. On the ground truth (`measure`) this is the feasibility `score` returns;
+    on the twin (`vte.twin.as_metrics`) it is what the scheduler believes.
+    """
+    demand = request.demand
+    if delay is None:
+        delay = link_delay(cluster, request.origin)
+    free = metrics.free
+    fits = ((free[0] >= demand[0] - _EPS) & (free[1] >= demand[1] - _EPS)
+            & (free[2] >= demand[2] - _EPS) & (free[3] >= demand[3] - _EPS))
+    labels_ok = (((cluster.labels & request.required) == request.required)
+                 & ((cluster.labels & request.rejected) == 0))
+    gpu_ok = ~(demand[C.GPU] > 0) | (((request.gpu_models >> cluster.gpu_model) & 1) == 1)
+    latency_ok = delay <= request.latency_bound
+    slot_ok = metrics.jobs < params.slots_per_node
+    return (request.valid & cluster.mask & metrics.up & fits & labels_ok & gpu_ok
+            & latency_ok & slot_ok)
+
+
 def score(cluster: Cluster, metrics: Metrics, request: Requests, weights: jax.Array,
           params: EnvParams) -> tuple[jax.Array, jax.Array, Breakdown]:
     """Cost and feasibility of placing one request on every node.
@@ -129,17 +155,8 @@ def score(cluster: Cluster, metrics: Metrics, request: Requests, weights: jax.Ar
     cap = cluster.capacity
     demand = request.demand
     delay = link_delay(cluster, request.origin)                          # (N,) ms
-
-    fits = ((metrics.free[0] >= demand[0] - _EPS) & (metrics.free[1] >= demand[1] - _EPS)
-            & (metrics.free[2] >= demand[2] - _EPS) & (metrics.free[3] >= demand[3] - _EPS))
-    labels_ok = (((cluster.labels & request.required) == request.required)
-                 & ((cluster.labels & request.rejected) == 0))
+    feasible = feasibility(cluster, metrics, request, params, delay)
     wants_gpu = demand[C.GPU] > 0
-    gpu_ok = ~wants_gpu | (((request.gpu_models >> cluster.gpu_model) & 1) == 1)
-    latency_ok = delay <= request.latency_bound
-    slot_ok = metrics.jobs < params.slots_per_node
-    feasible = (request.valid & cluster.mask & metrics.up & fits & labels_ok & gpu_ok
-                & latency_ok & slot_ok)
 
     # Performance: completion time, s.
     speed = jnp.where(wants_gpu, lookup(C.GPU_SPEED, cluster.gpu_model), cluster.speed)

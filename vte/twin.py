@@ -3,9 +3,11 @@
 Each step every node reports its metrics with probability `twin_report_prob` (else the
 twin keeps the last report and its age grows: staleness), and the reported CPU
 utilisation, memory utilisation and power carry relative noise of std `twin_noise`
-(uniform noise, so it stays bounded). GPU and disk allocations are the scheduler's own
-bookkeeping and are exact. With the defaults (`twin_noise=0`, `twin_report_prob=1`)
-the twin equals the ground truth after every update.
+(uniform noise, so it stays bounded); free cores and memory follow the reported
+utilisation. Free GPUs and disk, health and running jobs are the scheduler's own
+bookkeeping: exact after every update, whether or not the node reported. With the
+defaults (`twin_noise=0`, `twin_report_prob=1`) the twin equals the ground truth after
+every update.
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ def from_metrics(metrics: Metrics) -> Twin:
     return Twin(util=metrics.util, mem_util=metrics.mem_util, free=metrics.free,
                 power=metrics.power, up=metrics.up, jobs=metrics.jobs,
                 age=jnp.zeros_like(metrics.util))
+
+
+def as_metrics(twin: Twin) -> Metrics:
+    """The twin's view as `Metrics` (for `vte.scoring.feasibility` on what the scheduler
+    believes)."""
+    return Metrics(util=twin.util, mem_util=twin.mem_util, free=twin.free, power=twin.power,
+                   up=twin.up, jobs=twin.jobs)
 
 
 def _exact(twin_noise, twin_report_prob):
@@ -77,7 +86,10 @@ def _noisy_update(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.Arra
 
     # Every field has the node axis last, so `report` (N,) broadcasts against it.
     out = jax.tree_util.tree_map(lambda new, old: jnp.where(report, new, old), fresh, twin)
-    return out.replace(age=jnp.where(report, 0.0, twin.age + 1.0))
+    # The scheduler's own bookkeeping is exact whether or not the node reported.
+    exact_free = jnp.arange(C.NUM_RESOURCES)[:, None] >= C.GPU           # GPUs and disk
+    return out.replace(free=jnp.where(exact_free, metrics.free, out.free), up=metrics.up,
+                       jobs=metrics.jobs, age=jnp.where(report, 0.0, twin.age + 1.0))
 
 
 def update(twin: Twin, metrics: Metrics, cluster: Cluster, key: jax.Array,

@@ -161,6 +161,7 @@ class Observation:
     weights:     (3,) float32, objective weights (performance, energy, reliability).
     progress:    () float32, share of the episode elapsed, in [0, 1].
     action_mask: (N + 1,) bool, feasible actions for the head request; last = defer (always).
+                 On the ground truth, or on the twin with `EnvParams.mask_from_twin`.
     """
 
     nodes: jax.Array
