@@ -7,7 +7,7 @@ multiply / xor-shift operations per word) into all the words it needs: per-node
 noise, failures, arrivals and the attributes of new requests. The words are a
 deterministic function of the step key, so a step stays reproducible per key.
 Reset draws its scenario the same way from 64 bits of its key (`key_words`): it needs
-16 words per node, which from the threefry generator of `jax.random` cost many
+17 words per node, which from the threefry generator of `jax.random` cost many
 steps' worth (see vte/MODEL.md, section 2), and under a vmap every environment resets
 in the same step.
 """
