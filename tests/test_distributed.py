@@ -35,12 +35,13 @@ SCRIPT = textwrap.dedent("""
     hlo = step.lower(dist.shard(keys, mesh), state, dist.shard(actions, mesh)).compile().as_text()
     for op in ("all-reduce", "all-gather", "all-to-all", "collective-permute"):
         assert op not in hlo, op
-    try:
-        dist.reset(key, params, 6, mesh)
-    except ValueError as e:
-        assert "num_envs=6" in str(e)
-    else:
-        raise AssertionError("6 envs on 4 devices must be refused")
+    for bad in (6, True, 8.0):
+        try:
+            dist.reset(key, params, bad, mesh)
+        except ValueError as e:
+            assert f"num_envs={bad}" in str(e), e
+        else:
+            raise AssertionError(f"num_envs={bad!r} on 4 devices must be refused")
     print("OK")
 """)
 

@@ -312,6 +312,32 @@ def test_invalid_actions_change_nothing_in_the_cluster():
         np.testing.assert_array_equal(new.nodes.alloc, state.nodes.alloc)
         assert int(new.counters.invalid) == 1 and int(new.counters.placed) == 0
         chex.assert_trees_all_equal(new, results[0][1])
+    # A NumPy integer too wide for int32 is out of range too (JAX would wrap 2**32 to 0).
+    wide = vte.step_env(key, state, np.int64(2**32), params)
+    assert bool(wide[5]["invalid_action"])
+    chex.assert_trees_all_equal(wide[1], results[0][1])
+
+
+@pytest.mark.parametrize("action, error, match", [
+    (1.0, TypeError, "got dtype float32"), (np.float32(np.nan), TypeError, "float32"),
+    (True, TypeError, "got dtype bool"), (1 + 0j, TypeError, "complex"),
+    (np.array([1]), ValueError, r"shape \(1,\)"), (jnp.array([1, 2]), ValueError, r"\(2,\)"),
+])
+def test_non_integer_actions_raise_before_any_work(action, error, match):
+    _, state = vte.reset(jax.random.PRNGKey(4), SMALL)
+    for fn in (vte.step, vte.step_env, jax.jit(vte.step, static_argnums=3)):
+        with pytest.raises(error, match=match):
+            fn(jax.random.PRNGKey(5), state, action, SMALL)
+
+
+def test_vmap_of_step_without_jit():
+    """The batched auto-reset broadcasts the params; that must not trip their validation."""
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    _, states = jax.vmap(vte.reset, in_axes=(0, None))(keys, SMALL)
+    actions = jnp.full((3,), SMALL.num_nodes)
+    eager = jax.vmap(vte.step, in_axes=(0, 0, 0, None))(keys, states, actions, SMALL)
+    jitted = jax.jit(jax.vmap(vte.step, in_axes=(0, 0, 0, None)))(keys, states, actions, SMALL)
+    chex.assert_trees_all_close(eager, jitted, rtol=1e-5, atol=1e-5)
 
 
 def test_defer_moves_head_to_back(params):

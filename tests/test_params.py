@@ -43,6 +43,54 @@ def test_defaults_are_a_mid_size_cluster():
     assert vte.EnvParams(num_nodes=64, queue_len=8) == p
 
 
+@pytest.mark.parametrize("kwargs, match", [
+    ({"num_nodes": 0, "active_nodes": False}, "num_nodes=0"),   # a bool switched checks off
+    ({"failure_rate_scale": -50.0, "pref_penalty": True}, "not booleans"),
+    ({"arrival_rate": np.bool_(True)}, "not booleans"),
+    ({"step_seconds": "300"}, "real numbers"), ({"weights": (1 + 0j, 1.0, 1.0)}, "real numbers"),
+    # batched per environment: env 1 has shares 0.5 + 0.0 + 1.0
+    ({"tier_shares": (np.array([0.5, 0.5]), np.array([0.5, 0.0]), np.array([0.0, 1.0]))},
+     "sum to 1"),
+])
+def test_no_value_switches_validation_off(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        vte.EnvParams(**kwargs)
+
+
+def test_batched_values_are_validated_per_environment():
+    ok = (np.array([0.5, 0.0]), np.array([0.5, 0.0]), np.array([0.0, 1.0]))
+    assert vte.EnvParams(tier_shares=ok).tier_shares is ok
+    vte.EnvParams(tier_shares=np.array([[0.5, 0.2, 0.3], [0.2, 0.3, 0.5]]))
+    stacked = jax.tree_util.tree_map(lambda x: jnp.stack([jnp.asarray(x)] * 2), SMALL)
+    assert stacked.tier_shares[0].shape == (2,)
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("arrival_rate", jnp.array([1.0, 2.0]), r"arrival_rate has shape \(2,\)"),
+    ("gpu_node_share", (0.1, 0.5, 0.9), "gpu_node_share has shape tuple"),
+    ("weights", jnp.ones((2, 3)), r"weights has shape \(2, 3\)"),
+])
+def test_per_environment_shapes_are_checked_when_called(field, value, match):
+    """A batched value is valid input to vmap; given to reset or step unbatched it is an
+    error that names the field, raised while tracing."""
+    p = SMALL.replace(**{field: value})
+    key = jax.random.PRNGKey(0)
+    with pytest.raises(ValueError, match=match):
+        vte.reset(key, p)
+    _, state = vte.reset(key, SMALL)
+    with pytest.raises(ValueError, match=match):
+        vte.step(key, state, 0, p)
+
+
+def test_vmap_over_a_batched_field_runs():
+    p = SMALL.replace(arrival_rate=jnp.array([0.0, 4.0]))
+    axes = jax.tree_util.tree_map(lambda _: None, SMALL).replace(arrival_rate=0)
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    _, states = jax.vmap(vte.reset, in_axes=(0, axes))(keys, p)
+    _, states, *_ = jax.vmap(vte.step, in_axes=(0, 0, None, axes))(keys, states, 0, p)
+    assert states.queue.valid.shape == (2, SMALL.queue_len)
+
+
 def test_replace_validates_too():
     with pytest.raises(ValueError, match="queue_len"):
         vte.EnvParams().replace(queue_len=0)

@@ -55,7 +55,8 @@ def shard(tree, mesh: Mesh, axis: str = AXIS):
 
 def _check_divisible(num_envs: int, mesh: Mesh, axis: str):
     size = mesh.shape[axis]
-    if num_envs < 1 or num_envs % size:
+    if (isinstance(num_envs, (bool, np.bool_)) or not isinstance(num_envs, (int, np.integer))
+            or num_envs < 1 or num_envs % size):
         raise ValueError(f"num_envs={num_envs} is invalid: allowed a positive multiple of the "
                          f"{size} devices of mesh axis {axis!r}")
 

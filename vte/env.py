@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from vte import catalogue as C
 from vte import fusion, rng, scenario, scoring, twin
 from vte.observation import get_obs, static_node_features
-from vte.params import EnvParams
+from vte.params import EnvParams, check_param_shapes
 from vte.types import Counters, EnvState, Requests
 
 _STREAM_NODES = 0x11
@@ -47,6 +48,7 @@ def _zero_counters() -> Counters:
 
 def reset_state(key: jax.Array, params: EnvParams) -> EnvState:
     """A fresh scenario at time 0."""
+    check_param_shapes(params)
     k_cluster, k_nodes, k_queue, k_weights = jax.random.split(key, 4)
     cluster = scenario.sample_cluster(k_cluster, params)
     nodes = scenario.initial_nodes(k_nodes, cluster, params)
@@ -132,8 +134,32 @@ def _update_queue(queue: Requests, pop: jax.Array, rotate: jax.Array, new: Reque
 # Step
 # --------------------------------------------------------------------------
 
+def _action_index(action, n: int) -> tuple[jax.Array, jax.Array]:
+    """The action as an integer array and whether it lies in [0, n].
+
+    Raises before any work when the action is not one integer: a float, bool or complex
+    dtype (TypeError) or a shape other than () (ValueError; batch with `jax.vmap`). An
+    integer outside [0, n] is an invalid action, also one too wide for int32 (a concrete
+    NumPy int64 is range-checked before JAX would wrap it to 32 bits).
+    """
+    if not isinstance(action, jax.Array):          # Python or NumPy, concrete
+        concrete = np.asarray(action)
+        if concrete.dtype.kind in "iu" and concrete.shape == () and not (
+                -2**31 <= int(concrete) < 2**31):
+            action = np.int32(-1)                  # out of range: invalid, like any other
+    a = jnp.asarray(action)
+    if a.dtype == jnp.bool_ or not jnp.issubdtype(a.dtype, jnp.integer):
+        raise TypeError(f"action must be an integer in [0, num_nodes={n}] (num_nodes = defer), "
+                        f"got dtype {a.dtype}")
+    if a.shape != ():
+        raise ValueError(f"action must be one integer (shape ()), got shape {a.shape}; "
+                         f"for a batch of environments use jax.vmap(vte.step)")
+    return a, (a >= 0) & (a <= n)
+
+
 def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
     """One decision and one time advance: (state, reward, terminated, truncated, info)."""
+    check_param_shapes(params)
     n = params.num_nodes
     seed = rng.seed_from_key(key)
     cl, nd, q = state.cluster, state.nodes, state.queue
@@ -143,9 +169,9 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     sc = state.scores
     costs, feasible = sc.cost, sc.feasible
     opt = sc.optimum
-    a = jnp.asarray(action).astype(jnp.int32)
-    a_c = jnp.clip(a, 0, n)
-    valid = (a >= 0) & (a <= n) & feasible[a_c]
+    a, in_range = _action_index(action, n)
+    a_c = jnp.clip(a, 0, n).astype(jnp.int32)
+    valid = in_range & feasible[a_c]
     place = valid & (a_c < n)
     defer = valid & (a_c == n) & hd.valid
     opt_cost = costs[opt]
@@ -216,7 +242,7 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
         metrics = fusion.materialize(metrics)
         tw = twin.update_from_seed(state.twin, metrics, cl, seed, params)
 
-    matched = a == opt
+    matched = in_range & (a_c == opt)
     c = state.counters
     counters = c.replace(
         placed=c.placed + place, deferred=c.deferred + defer, invalid=c.invalid + ~valid,
@@ -318,7 +344,9 @@ def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
     Args:
       key: JAX key for this step's randomness (arrivals, failures, load, twin, reset).
       state: the current `EnvState`.
-      action: () int, in [0, num_nodes]; num_nodes = defer. Anything else is invalid.
+      action: () integer, in [0, num_nodes]; num_nodes = defer. Any other integer is an
+        invalid action (penalised, changes nothing); a float, bool or complex dtype, or a
+        shape other than (), raises before any work.
       params: `EnvParams`.
     Returns:
       obs, state, reward () float32, terminated () bool, truncated () bool, info dict with

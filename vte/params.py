@@ -117,12 +117,17 @@ class EnvParams:
 # --------------------------------------------------------------------------
 
 def _is_user_value(p: EnvParams) -> bool:
-    """False when JAX rebuilds the params with tracers or per-leaf placeholders (e.g. the
-    batched flags of `vmap`); those are not user input and are not validated."""
-    for leaf in jax.tree_util.tree_leaves(p):
-        if isinstance(leaf, (bool, np.bool_, jax.core.Tracer)):
+    """False when JAX rebuilds the params with tracers or placeholders: the batched flags
+    of a vmap rule (every leaf a bool) or sentinel objects. Those are not user input and
+    are not validated; anything else is (a bool among numbers is then rejected)."""
+    leaves = jax.tree_util.tree_leaves(p)
+    if leaves and all(isinstance(leaf, (bool, np.bool_)) for leaf in leaves):
+        return False
+    for leaf in leaves:
+        if isinstance(leaf, jax.core.Tracer):
             return False
-        if not isinstance(leaf, (int, float, np.number, np.ndarray, jax.Array)):
+        if not isinstance(leaf, (bool, int, float, complex, str, bytes, np.generic, np.ndarray,
+                                 jax.Array)):
             return False
     return True
 
@@ -146,6 +151,36 @@ def _concrete(value) -> np.ndarray | None:
     return np.concatenate(out)
 
 
+def _check_numbers(p: EnvParams, name: str):
+    """Every leaf of a numeric field is a real, non-boolean number or array of them."""
+    for leaf in jax.tree_util.tree_leaves(getattr(p, name)):
+        kind = np.asarray(leaf).dtype.kind if isinstance(
+            leaf, (np.generic, np.ndarray, jax.Array)) else None
+        if isinstance(leaf, (bool, np.bool_)) or kind == "b":
+            _fail(name, getattr(p, name), "numbers, not booleans")
+        if not (isinstance(leaf, (int, float)) or kind in ("i", "u", "f")):
+            _fail(name, getattr(p, name), "real numbers (Python, NumPy or JAX)")
+
+
+def _vector(value, size: int) -> np.ndarray | None:
+    """A vector field as a float64 array (..., size): a tuple or list of `size` values
+    (each a number, or an array batched over environments) or one array whose last axis
+    has `size` entries; None if not concrete. Raises ValueError on another length."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != size:
+            raise ValueError
+        if any(_concrete(v) is None for v in value):
+            return None
+        parts = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in value))
+        return np.stack(parts, axis=-1)
+    if _concrete(value) is None:
+        return None
+    arr = np.asarray(value, np.float64)
+    if arr.shape[-1:] != (size,):
+        raise ValueError
+    return arr
+
+
 def _fail(name: str, value, allowed: str):
     raise ValueError(f"EnvParams.{name}={value!r} is invalid: allowed {allowed}")
 
@@ -160,15 +195,15 @@ def _check_static_int(name: str, value, lo: int, hi: int):
 def _check_range(p: EnvParams, name: str, lo: float, hi: float,
                  lo_open: bool = False, size: int | None = None):
     value = getattr(p, name)
-    arr = _concrete(value)
+    if size is not None:
+        try:
+            arr = _vector(value, size)
+        except ValueError:
+            _fail(name, value, f"{size} values")
+    else:
+        arr = _concrete(value)
     if arr is None:
         return
-    if size is not None:
-        # A batch of vectors (vmap over params) is allowed: last axis is the vector.
-        shape = np.shape(np.asarray(jax.tree_util.tree_leaves(value)[0])) if not isinstance(
-            value, (tuple, list)) else (len(value),)
-        if shape[-1:] != (size,):
-            _fail(name, value, f"{size} values")
     bad = ~np.isfinite(arr) | (arr < lo) | (arr > hi) | ((arr == lo) if lo_open else False)
     if np.any(bad):
         lb = "(" if lo_open else "["
@@ -177,10 +212,10 @@ def _check_range(p: EnvParams, name: str, lo: float, hi: float,
 
 def _check_shares(p: EnvParams, name: str, size: int):
     _check_range(p, name, 0.0, 1.0, size=size)
-    arr = _concrete(getattr(p, name))
+    arr = _vector(getattr(p, name), size)
     if arr is None:
         return
-    sums = arr.reshape(-1, size).sum(axis=1)
+    sums = arr.sum(axis=-1)           # one sum per environment when batched
     if np.any(np.abs(sums - 1.0) > _SHARE_TOL):
         _fail(name, getattr(p, name), f"{size} shares in [0, 1] that sum to 1")
 
@@ -195,6 +230,9 @@ def _validate(p: EnvParams):
         _fail("sample_weights", p.sample_weights, "True or False")
     if not isinstance(p.mask_from_twin, (bool, np.bool_)):
         _fail("mask_from_twin", p.mask_from_twin, "True or False")
+
+    for name in _NUMERIC_FIELDS:
+        _check_numbers(p, name)
 
     active = _concrete(p.active_nodes)
     if active is not None and (np.any(active != np.round(active)) or np.any(active < 0)
@@ -225,9 +263,44 @@ def _validate(p: EnvParams):
     _check_range(p, "invalid_penalty", 0.0, 1e6, lo_open=True)
 
 
+# Numeric fields and the shape of one environment's value: () or a vector of that size.
+_VECTOR_FIELDS = {"tier_shares": 3, "load_shares": 3,
+                  "archetype_shares": len(catalogue.ARCHETYPES), "weights": 3}
+_NUMERIC_FIELDS = tuple(f for f in EnvParams.__dataclass_fields__
+                        if EnvParams.__dataclass_fields__[f].metadata.get("pytree_node", True))
+
+
+def check_param_shapes(params: EnvParams) -> None:
+    """Raise ValueError (while tracing, before any work) unless every numeric field has the
+    shape of one environment's value: a scalar, or for the vector fields (`tier_shares`,
+    `load_shares`, `archetype_shares`, `weights`) a tuple of that many scalars or one
+    array of that length. Batched values (one per environment) are fine under
+    `jax.vmap`, which hands each environment its own."""
+    for name in _NUMERIC_FIELDS:
+        value = getattr(params, name)
+        size = _VECTOR_FIELDS.get(name)
+        if size is None:
+            ok = np.shape(value) == ()
+        elif isinstance(value, (tuple, list)):
+            ok = len(value) == size and all(np.shape(v) == () for v in value)
+        else:
+            ok = np.shape(value) == (size,)
+        if not ok:
+            want = "a scalar" if size is None else f"{size} scalars"
+            raise ValueError(
+                f"EnvParams.{name} has shape {_shape_of(value)} per environment: allowed "
+                f"{want} (to run several values at once, batch them with jax.vmap)")
+
+
+def _shape_of(value):
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__} of {[np.shape(v) for v in value]}"
+    return np.shape(value)
+
+
 def num_actions(params: EnvParams) -> int:
     """Size of the action space: one per node plus defer (`num_nodes`)."""
     return params.num_nodes + 1
 
 
-__all__ = ["EnvParams", "num_actions"]
+__all__ = ["EnvParams", "check_param_shapes", "num_actions"]

@@ -25,7 +25,9 @@ Metrics (means over episodes where "per episode"):
   mean_regret: mean regret per decision (`info["regret"]`, >= 0).
   cost_ratio: total cost of the chosen actions over the total cost of the optimal
     actions in the same states (1 for the optimum; invalid actions cost the optimum's
-    cost plus `invalid_penalty`).
+    cost plus `invalid_penalty`). Costs are >= 0; when the optimal actions cost 0 in
+    total (e.g. nothing ever fits, or every weight and penalty is 0) the ratio is
+    undefined and reported as 1 + mean_regret (1 when the policy also cost nothing).
   invalid_rate: share of decisions that were invalid (out of range or infeasible).
   energy: kWh per episode, the extra energy of the placements.
   jobs_lost: running jobs killed by node failures, per episode.
@@ -142,7 +144,8 @@ def _reduce(acc, episodes):
     return {
         "match_rate": ratio(tot["matched"], tot["decisions"], 1.0),
         "mean_regret": ratio(tot["regret"], tot["decisions"], 0.0),
-        "cost_ratio": ratio(tot["cost"], tot["optimal_cost"], 1.0),
+        "cost_ratio": ratio(tot["cost"], tot["optimal_cost"],
+                            1.0 + ratio(tot["regret"], tot["decisions"], 0.0)),
         "invalid_rate": ratio(tot["invalid"], tot["decisions"], 0.0),
         "energy": tot["energy"] / J_PER_KWH / episodes,
         "jobs_lost": tot["jobs_lost"] / episodes,
