@@ -330,14 +330,17 @@ def test_non_integer_actions_raise_before_any_work(action, error, match):
             fn(jax.random.PRNGKey(5), state, action, SMALL)
 
 
-def test_vmap_of_step_without_jit():
+def test_vmap_of_step_without_jit(params, jit_step, jit_reset):
     """The batched auto-reset broadcasts the params; that must not trip their validation."""
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
-    _, states = jax.vmap(vte.reset, in_axes=(0, None))(keys, SMALL)
-    actions = jnp.full((3,), SMALL.num_nodes)
-    eager = jax.vmap(vte.step, in_axes=(0, 0, 0, None))(keys, states, actions, SMALL)
-    jitted = jax.jit(jax.vmap(vte.step, in_axes=(0, 0, 0, None)))(keys, states, actions, SMALL)
-    chex.assert_trees_all_close(eager, jitted, rtol=1e-5, atol=1e-5)
+    states = [jit_reset(k, params)[1] for k in keys]
+    batched = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
+    actions = jnp.full((3,), params.num_nodes)
+    eager = jax.vmap(vte.step, in_axes=(0, 0, 0, None))(keys, batched, actions, params)
+    for i in range(3):
+        one = jit_step(keys[i], states[i], actions[i], params)
+        chex.assert_trees_all_close(jax.tree_util.tree_map(lambda x: x[i], eager), one,
+                                    rtol=1e-5, atol=1e-5)
 
 
 def test_defer_moves_head_to_back(params):

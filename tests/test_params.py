@@ -86,8 +86,8 @@ def test_vmap_over_a_batched_field_runs():
     p = SMALL.replace(arrival_rate=jnp.array([0.0, 4.0]))
     axes = jax.tree_util.tree_map(lambda _: None, SMALL).replace(arrival_rate=0)
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    _, states = jax.vmap(vte.reset, in_axes=(0, axes))(keys, p)
-    _, states, *_ = jax.vmap(vte.step, in_axes=(0, 0, None, axes))(keys, states, 0, p)
+    _, states = jax.jit(jax.vmap(vte.reset, in_axes=(0, axes)))(keys, p)
+    _, states, *_ = jax.jit(jax.vmap(vte.step, in_axes=(0, 0, None, axes)))(keys, states, 0, p)
     assert states.queue.valid.shape == (2, SMALL.queue_len)
 
 
