@@ -87,6 +87,18 @@ def test_cost_ratio_stays_finite_when_the_optimum_costs_nothing():
     assert out["optimal"]["cost_ratio"] == 1.0 and out["optimal"]["mean_regret"] == 0.0
 
 
+def test_policy_actions_are_checked_as_step_checks_them():
+    """A float action raises; an integer out of range in its own dtype is invalid (here
+    2**32 - 1 as uint32, which a cast to int32 would have made -1 anyway, and 9 > N)."""
+    params = SMALL.replace(episode_len=3)
+    with pytest.raises(TypeError, match="got dtype float32"):
+        vte.evaluate({"f": lambda k, o, p: jax.numpy.float32(0)}, params, jax.random.PRNGKey(0), 1)
+    out = vte.evaluate({"u": lambda k, o, p: jax.numpy.uint32(2**32 - 1),
+                        "big": lambda k, o, p: jax.numpy.uint8(SMALL.num_nodes + 1)},
+                       params, jax.random.PRNGKey(0), 2)
+    assert out["u"]["invalid_rate"] == 1.0 and out["big"]["invalid_rate"] == 1.0
+
+
 def test_table_has_a_row_per_policy(results):
     lines = table(results).splitlines()
     assert len(lines) == 2 + len(results)

@@ -58,6 +58,7 @@ def test_no_value_switches_validation_off(kwargs, match):
 
 
 def test_batched_values_are_validated_per_environment():
+    assert vte.EnvParams(arrival_rate=jnp.bfloat16(1.0)).arrival_rate == 1.0
     ok = (np.array([0.5, 0.0]), np.array([0.5, 0.0]), np.array([0.0, 1.0]))
     assert vte.EnvParams(tier_shares=ok).tier_shares is ok
     vte.EnvParams(tier_shares=np.array([[0.5, 0.2, 0.3], [0.2, 0.3, 0.5]]))

@@ -8,7 +8,9 @@ the head request's origin) is computed every step. The scoring's costs and the o
 are never in it. The action mask is the feasibility of the head request (a scheduler's
 filter stage): by default on the ground truth, so it allows exactly the valid actions;
 with `EnvParams.mask_from_twin` on the twin, so a stale or noisy twin shows in it too.
-The two are the same while the twin is exact (the default parameters).
+The two are the same in the states `reset` and `step` make while the twin is exact (the
+default parameters); a state edited by hand and rescored (`vte.rescore`) keeps its old
+twin until the next step.
 """
 
 from __future__ import annotations

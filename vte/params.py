@@ -39,7 +39,8 @@ class EnvParams:
         the scheduler believes) instead of the ground truth (default False: the mask is
         exactly the valid actions). With a noisy or stale twin the mask can then allow
         an action the cluster rejects (invalid: `invalid_penalty`, nothing changes) and
-        forbid a feasible one; with an exact twin both masks are the same.
+        forbid a feasible one; with an exact twin both masks are the same in every
+        state `reset` and `step` make.
 
     Scenario mix (float, vmappable):
       active_nodes: nodes that exist (1..N); the rest are masked off. 0 (default)
@@ -154,11 +155,12 @@ def _concrete(value) -> np.ndarray | None:
 def _check_numbers(p: EnvParams, name: str):
     """Every leaf of a numeric field is a real, non-boolean number or array of them."""
     for leaf in jax.tree_util.tree_leaves(getattr(p, name)):
-        kind = np.asarray(leaf).dtype.kind if isinstance(
-            leaf, (np.generic, np.ndarray, jax.Array)) else None
-        if isinstance(leaf, (bool, np.bool_)) or kind == "b":
+        dtype = leaf.dtype if isinstance(leaf, (np.generic, np.ndarray, jax.Array)) else None
+        if isinstance(leaf, (bool, np.bool_)) or dtype == np.bool_:
             _fail(name, getattr(p, name), "numbers, not booleans")
-        if not (isinstance(leaf, (int, float)) or kind in ("i", "u", "f")):
+        real = dtype is not None and (jax.numpy.issubdtype(dtype, jax.numpy.integer)
+                                      or jax.numpy.issubdtype(dtype, jax.numpy.floating))
+        if not (isinstance(leaf, (int, float)) or real):    # bfloat16 and the like are real
             _fail(name, getattr(p, name), "real numbers (Python, NumPy or JAX)")
 
 

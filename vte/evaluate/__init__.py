@@ -59,7 +59,7 @@ from jax import lax
 
 from vte import catalogue as C
 from vte import scoring
-from vte.env import reset, step_env
+from vte.env import _action_index, reset, step_env
 from vte.heuristics import ALL
 from vte.params import EnvParams
 
@@ -77,11 +77,20 @@ _STEP_SUMS = ("decisions", "matched", "regret", "cost", "optimal_cost", "invalid
 
 
 def _branch(policy):
-    """The policy as a `lax.switch` branch `(key, obs, state, params) -> () int32`."""
+    """The policy as a `lax.switch` branch `(key, obs, state, params) -> () int32`.
+
+    The branches must agree on one dtype, so the action becomes int32 after the checks
+    of `vte.step` (`env._action_index`: one integer, else an error while tracing) and an
+    integer outside [0, num_nodes] becomes -1: invalid, as `step` would score it.
+    """
     if isinstance(policy, str):   # OPTIMAL, checked in `evaluate`
         return lambda key, obs, state, params: scoring.optimal_action(state, params)
-    return lambda key, obs, state, params: jnp.asarray(
-        policy(key, obs, params)).astype(jnp.int32).reshape(())
+
+    def branch(key, obs, state, params):
+        a, in_range = _action_index(policy(key, obs, params), params.num_nodes)
+        return jnp.where(in_range, a, -1).astype(jnp.int32)
+
+    return branch
 
 
 def _episode(policies, index, key, params):
