@@ -133,6 +133,7 @@ def test_imitation_trains_and_writes_outputs(tmp_path):
     (["--lr", "-1"], "--lr=-1.0 is invalid"),
     (["--num-nodes", "0"], "--num-nodes=0 is invalid: allowed an integer >= 1"),
     (["--resume", "/nonexistent-run"], "not a training run directory"),
+    (["--seed", str(2**70)], f"--seed={2**70} is invalid: allowed an integer in [-2**63, 2**63)"),
 ])
 def test_bad_flags_fail_before_any_work(argv, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
@@ -140,6 +141,37 @@ def test_bad_flags_fail_before_any_work(argv, message, capsys, tmp_path):
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "x")
+
+
+def test_runs_without_a_checkpoint_and_file_outs_are_refused_before_any_work(
+        ppo_run, capsys, tmp_path):
+    """A run directory that never saved a checkpoint (stopped before its first one) can
+    neither be resumed nor started from; an --out that is a file is refused too. Each
+    exits with a usage error and writes nothing."""
+    out, _ = ppo_run
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with open(os.path.join(out, "config.json")) as f:
+        (empty / "config.json").write_text(f.read())
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    cases = [
+        (["--resume", str(empty)], "holds no checkpoint: the run stopped before"),
+        (TINY + ["--init-from", str(empty), "--out", str(tmp_path / "new")],
+         "holds no checkpoint to start from"),
+        (TINY + ["--out", str(a_file)], "is a file"),
+    ]
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    (partial / "config.json").write_text(json.dumps({"algorithm": "ppo", "hidden": 16}))
+    cases.append((["--resume", str(partial)], "its config.json lacks"))
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as exc:
+            ppo.main(argv)
+        assert exc.value.code == 2, argv
+        assert message in capsys.readouterr().err, argv
+    assert sorted(os.listdir(empty)) == ["config.json"] and not (tmp_path / "new").exists()
+    assert a_file.read_text() == ""
 
 
 def test_make_train_is_the_training_the_script_runs(ppo_run):

@@ -326,6 +326,8 @@ def validate(config: dict, ranges: dict | None = None) -> None:
         _need(isinstance(v, int) and v >= 1, name, v, "an integer >= 1")
     _need(config["eval_episodes"] >= 0, "eval_episodes", config["eval_episodes"],
           "an integer >= 0")
+    _need(isinstance(config["seed"], int) and -2**63 <= config["seed"] < 2**63, "seed",
+          config["seed"], "an integer in [-2**63, 2**63)")
     batch = config["num_envs"] * config["num_steps"]
     _need(config["total_timesteps"] >= batch, "total_timesteps", config["total_timesteps"],
           f"at least num_envs * num_steps = {batch} (one update)")
@@ -403,6 +405,15 @@ def _parse_config(parser, args, algorithm: str, algorithm_keys: tuple, ranges: d
         if config.get("algorithm") != algorithm:
             parser.error(f"--resume {args.resume!r} is a {config.get('algorithm')!r} run, "
                          f"not {algorithm!r}")
+        fresh = config_from_args(parser.parse_args([]), algorithm, algorithm_keys)
+        missing = sorted(set(fresh) - set(config)) + sorted(
+            f"env.{k}" for k in set(fresh["env"]) - set(config.get("env", {})))
+        if missing:
+            parser.error(f"--resume {args.resume!r}: its config.json lacks {', '.join(missing)} "
+                         "(not written by this version of the trainer)")
+        if not ckpt.checkpoint_steps(args.resume):
+            parser.error(f"--resume {args.resume!r} holds no checkpoint: the run stopped before "
+                         "its first one was saved; start it again with a fresh --out")
         return config, args.resume, True
     config = config_from_args(args, algorithm, algorithm_keys)
     try:
@@ -417,6 +428,11 @@ def _parse_config(parser, args, algorithm: str, algorithm_keys: tuple, ranges: d
         if source["hidden"] != config["hidden"]:
             parser.error(f"--init-from {args.init_from!r} holds a network of --hidden "
                          f"{source['hidden']}, this run asks for --hidden {config['hidden']}")
+        if not ckpt.checkpoint_steps(args.init_from):
+            parser.error(f"--init-from {args.init_from!r} holds no checkpoint to start from")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        parser.error(f"--out {args.out!r} is a file: allowed a directory (new or empty of "
+                     "checkpoints)")
     if ckpt.checkpoint_steps(args.out):
         parser.error(f"--out {args.out!r} already holds a run's checkpoints: continue it with "
                      f"--resume {args.out}, or choose another --out")
