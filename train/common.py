@@ -257,7 +257,8 @@ def build_parser(prog: str, description: str, defaults: dict,
                    help="independent models trained at once (vmap over seeds)")
     g.add_argument("--hidden", type=int, default=d["hidden"], help="network width")
     g.add_argument("--init-from", metavar="DIR", default=None,
-                   help="start from the latest checkpoint of another run (e.g. imitation)")
+                   help="start from the latest checkpoint of another run (e.g. imitation): "
+                        "its seed-0 network, which every --seeds model starts from")
     add_algorithm_flags(g, d)
     e = p.add_argument_group("environment")
     e.add_argument("--num-nodes", type=int, default=d["num_nodes"], help="nodes per cluster")
