@@ -240,7 +240,8 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
         tw = twin.from_metrics(metrics)
     else:
         metrics = fusion.materialize(metrics)
-        tw = twin.update_from_seed(state.twin, metrics, cl, seed, params)
+        tw = twin.update_from_seed(state.twin, metrics, cl, seed, params,
+                                   alloc_change=nd.alloc - state.nodes.alloc)
 
     matched = in_range & (a_c == opt)
     c = state.counters

@@ -311,6 +311,7 @@ def step(state: State, action: int, seed_or_rng, params):
     rng = seed_or_rng if isinstance(seed_or_rng, np.random.Generator) else None
     seed = int(rng.integers(0, 2**32)) if rng is not None else int(seed_or_rng)
     s = copy.deepcopy(state)
+    alloc_before = s.alloc.copy()
     n, k = params.num_nodes, params.queue_len
     c, feasible, completion, energy, p_fail = costs(s, params)
     opt = int(np.argmin(np.where(feasible, c, np.inf)))
@@ -375,8 +376,10 @@ def step(state: State, action: int, seed_or_rng, params):
     free[1] += s.capacity[1] * (m["mem_util"] - mem_util)
     fresh = {"util": util, "mem_util": mem_util, "free": free,
              "power": np.maximum(m["power"] * (1 + e[:, 1]), 0), "up": m["up"], "jobs": m["jobs"]}
+    stale_free = s.twin["free"] - (s.alloc - alloc_before)   # own placements and releases
     for name, v in fresh.items():
         s.twin[name] = np.where(report, v, s.twin[name])
+    s.twin["free"] = np.where(report, free, stale_free).astype(f32)
     # Free GPUs and disk, health and jobs: the scheduler's bookkeeping, always exact.
     s.twin["free"][2:] = m["free"][2:]
     s.twin["up"], s.twin["jobs"] = m["up"], m["jobs"]

@@ -4,8 +4,10 @@ Each step every node reports its metrics with probability `twin_report_prob` (el
 twin keeps the last report and its age grows: staleness), and the reported CPU
 utilisation, memory utilisation and power carry relative noise of std `twin_noise`
 (uniform noise, so it stays bounded); free cores and memory follow the reported
-utilisation. Free GPUs and disk, health and running jobs are the scheduler's own
-bookkeeping: exact after every update, whether or not the node reported. With the
+utilisation. The scheduler's own bookkeeping is exact after every update, whether or
+not the node reported: free GPUs and disk, health, running jobs, and its allocations
+(a silent node's free cores and memory move by what was placed on it or released since,
+only the background load stays as last reported). With the
 defaults (`twin_noise=0`, `twin_report_prob=1`) the twin equals the ground truth after
 every update.
 """
@@ -55,7 +57,7 @@ def static_exact(params: EnvParams) -> bool | None:
 
 
 def update_from_seed(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.Array,
-                     params: EnvParams) -> Twin:
+                     params: EnvParams, alloc_change: jax.Array | None = None) -> Twin:
     """`update` with its randomness taken from a uint32 seed (used inside `step`).
 
     With exact-twin parameters (the default) the twin is the metrics: a `lax.cond` skips
@@ -63,12 +65,14 @@ def update_from_seed(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.A
     batched; under a vmap over twin parameters both sides run and the result is the same).
     """
     exact = _exact(params.twin_noise, params.twin_report_prob)
+    if alloc_change is None:
+        alloc_change = jnp.zeros_like(metrics.free)
     return jax.lax.cond(exact, lambda: from_metrics(metrics),
-                        lambda: _noisy_update(twin, metrics, cluster, seed, params))
+                        lambda: _noisy_update(twin, metrics, cluster, seed, params, alloc_change))
 
 
 def _noisy_update(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.Array,
-                  params: EnvParams) -> Twin:
+                  params: EnvParams, alloc_change: jax.Array) -> Twin:
     n = metrics.util.shape[0]
     w = rng.words(seed, _STREAM, (n, 3))
     report = rng.to_uniform(w[:, 0]) < params.twin_report_prob
@@ -86,14 +90,17 @@ def _noisy_update(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.Arra
 
     # Every field has the node axis last, so `report` (N,) broadcasts against it.
     out = jax.tree_util.tree_map(lambda new, old: jnp.where(report, new, old), fresh, twin)
-    # The scheduler's own bookkeeping is exact whether or not the node reported.
+    # The scheduler's own bookkeeping is exact whether or not the node reported: a silent
+    # node's free resources move by the allocations and releases since the last update
+    # (only its background load stays as last reported); free GPUs and disk are exact.
+    free = jnp.where(report, fresh.free, twin.free - alloc_change)
     exact_free = jnp.arange(C.NUM_RESOURCES)[:, None] >= C.GPU           # GPUs and disk
-    return out.replace(free=jnp.where(exact_free, metrics.free, out.free), up=metrics.up,
+    return out.replace(free=jnp.where(exact_free, metrics.free, free), up=metrics.up,
                        jobs=metrics.jobs, age=jnp.where(report, 0.0, twin.age + 1.0))
 
 
 def update(twin: Twin, metrics: Metrics, cluster: Cluster, key: jax.Array,
-           params: EnvParams) -> Twin:
+           params: EnvParams, alloc_change: jax.Array | None = None) -> Twin:
     """Fold one set of reported metrics into the twin.
 
     Args:
@@ -101,7 +108,11 @@ def update(twin: Twin, metrics: Metrics, cluster: Cluster, key: jax.Array,
       metrics: the ground-truth metrics now (`vte.scoring.measure`).
       cluster: the scenario (capacities, used to turn utilisation into free resources).
       key: a JAX key for reporting and noise.
+      alloc_change: (R, N), the change of `Nodes.alloc` since the previous update (the
+        scheduler's own placements and releases; `step` passes it); a node that does not
+        report has its free resources moved by it. None: no change.
     Returns:
       The new twin. Pure; deterministic for a given key; works under jit and vmap.
     """
-    return update_from_seed(twin, metrics, cluster, rng.seed_from_key(key), params)
+    return update_from_seed(twin, metrics, cluster, rng.seed_from_key(key), params,
+                            alloc_change)
