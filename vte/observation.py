@@ -107,16 +107,18 @@ def get_obs(state: EnvState, params: EnvParams) -> Observation:
         queue_mask=state.queue.valid,
         weights=state.weights,
         progress=state.steps.astype(jnp.float32) / params.episode_len,
-        action_mask=action_mask(state, params),
+        action_mask=_action_mask(state, head, delay, params),
     )
 
 
-def action_mask(state: EnvState, params: EnvParams) -> jax.Array:
+def _action_mask(state: EnvState, head: Requests, delay: jax.Array,
+                 params: EnvParams) -> jax.Array:
     """The allowed actions, (N + 1,) bool (the last, defer, always allowed): the cached
     ground-truth feasibility `state.scores.feasible`, or with `params.mask_from_twin` the
-    feasibility of the head request on the twin (`scoring.feasibility`)."""
+    feasibility of the head request on the twin (`scoring.feasibility`; `delay` is the
+    head's link delay to every node, which `get_obs` already has)."""
     if not params.mask_from_twin:
         return state.scores.feasible
-    believed = scoring.feasibility(state.cluster, twin.as_metrics(state.twin),
-                                   scoring.head(state.queue), params)
+    believed = scoring.feasibility(state.cluster, twin.as_metrics(state.twin), head, params,
+                                   delay)
     return jnp.concatenate([believed, jnp.ones((1,), bool)])

@@ -195,7 +195,9 @@ def _check_static_int(name: str, value, lo: int, hi: int):
 
 
 def _check_range(p: EnvParams, name: str, lo: float, hi: float,
-                 lo_open: bool = False, size: int | None = None):
+                 lo_open: bool = False, size: int | None = None) -> np.ndarray | None:
+    """Check a field's concrete values against [lo, hi]; returns them as float64 (the
+    vector fields as (..., size)), or None when they are not concrete."""
     value = getattr(p, name)
     if size is not None:
         try:
@@ -205,16 +207,16 @@ def _check_range(p: EnvParams, name: str, lo: float, hi: float,
     else:
         arr = _concrete(value)
     if arr is None:
-        return
+        return None
     bad = ~np.isfinite(arr) | (arr < lo) | (arr > hi) | ((arr == lo) if lo_open else False)
     if np.any(bad):
         lb = "(" if lo_open else "["
         _fail(name, value, f"finite values in {lb}{lo}, {hi}]")
+    return arr
 
 
 def _check_shares(p: EnvParams, name: str, size: int):
-    _check_range(p, name, 0.0, 1.0, size=size)
-    arr = _vector(getattr(p, name), size)
+    arr = _check_range(p, name, 0.0, 1.0, size=size)
     if arr is None:
         return
     sums = arr.sum(axis=-1)           # one sum per environment when batched

@@ -88,15 +88,16 @@ def _noisy_update(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.Arra
     fresh = Twin(util=util, mem_util=mem_util, free=free, power=power, up=metrics.up,
                  jobs=metrics.jobs, age=jnp.zeros_like(util))
 
+    # What a silent node keeps: its last report, but the scheduler's own bookkeeping is
+    # exact whether or not the node reported: health, jobs, and its free resources move by
+    # the allocations and releases since the last update (only its background load stays
+    # as last reported).
+    stale = twin.replace(free=twin.free - alloc_change, up=metrics.up, jobs=metrics.jobs,
+                         age=twin.age + 1.0)
     # Every field has the node axis last, so `report` (N,) broadcasts against it.
-    out = jax.tree_util.tree_map(lambda new, old: jnp.where(report, new, old), fresh, twin)
-    # The scheduler's own bookkeeping is exact whether or not the node reported: a silent
-    # node's free resources move by the allocations and releases since the last update
-    # (only its background load stays as last reported); free GPUs and disk are exact.
-    free = jnp.where(report, fresh.free, twin.free - alloc_change)
+    out = jax.tree_util.tree_map(lambda new, old: jnp.where(report, new, old), fresh, stale)
     exact_free = jnp.arange(C.NUM_RESOURCES)[:, None] >= C.GPU           # GPUs and disk
-    return out.replace(free=jnp.where(exact_free, metrics.free, free), up=metrics.up,
-                       jobs=metrics.jobs, age=jnp.where(report, 0.0, twin.age + 1.0))
+    return out.replace(free=jnp.where(exact_free, metrics.free, out.free))
 
 
 def update(twin: Twin, metrics: Metrics, cluster: Cluster, key: jax.Array,
