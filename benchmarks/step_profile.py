@@ -6,16 +6,13 @@ summed per function of `vte` that produced it.
     python benchmarks/step_profile.py --num-envs 1024 --num-nodes 256 --top 40
 
 Prints the wall time per step (timed without the profiler), the number of XLA operations
-per step, how the operations shared the threads, and two tables: operation time per `vte`
-function, and the slowest operations with their output shapes. An instruction belongs to
-the innermost `vte` function on its call stack (as recorded in the compiled HLO); a
-fusion to the function most of its fused instructions belong to. Operation times are
-self times (a `cond` or `while` without the operations inside it) summed over threads:
-XLA's runtime starts independent operations on several threads at once, so they add up
-to more than the wall time. The thread line says for what share of the traced span 0, 1,
-2 ... threads were running an operation, and how many operation runs overlapped a run of
-the same operation on another thread (one operation split over threads). The profiler
-also slows every operation down; read the shares, not the absolute times.
+per step and two tables: operation time per `vte` function, and the slowest operations
+with their output shapes. An instruction belongs to the innermost `vte` function on its
+call stack (as recorded in the compiled HLO); a fusion to the function most of its fused
+instructions belong to. Operation times are self times (a `cond` or `while` without the
+operations inside it) summed over threads: XLA runs operations, and halves of large
+fusions, on several threads at once, so they add up to more than the wall time. The
+profiler also slows every operation down; read the shares, not the absolute times.
 
 Writes the tables to `--out` (JSON) and, under `--artifacts-dir`, `step.hlo.txt` (the
 compiled rollout, to read a fusion's instructions) and `trace/` (open it in Perfetto or
@@ -175,47 +172,6 @@ def self_times(events: list[dict]) -> collections.Counter:
     return out
 
 
-def thread_occupancy(events: list[dict]) -> dict:
-    """How the operations of one traced program shared the threads.
-
-    Returns `busy_us`: microseconds of the traced span (first start to last end) during
-    which exactly k threads were running one of its operations, for k = 0 (gaps) up to
-    the number of threads; and `split_runs`: the runs of an operation that overlapped a
-    run of the same operation on another thread (XLA splitting one operation over
-    threads), out of `runs`.
-    """
-    by_thread = collections.defaultdict(list)
-    for e in events:
-        by_thread[(e.get("pid"), e.get("tid"))].append((e["ts"], e["ts"] + e.get("dur", 0)))
-    edges = []
-    for spans in by_thread.values():   # merge nested and touching spans of one thread
-        spans.sort()
-        merged = [list(spans[0])]
-        for start, end in spans[1:]:
-            if start <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
-            else:
-                merged.append([start, end])
-        edges += [(start, 1) for start, _ in merged] + [(end, -1) for _, end in merged]
-    edges.sort()
-    busy = collections.Counter()
-    running, last = 0, edges[0][0] if edges else 0.0
-    for t, delta in edges:
-        busy[running] += t - last
-        running, last = running + delta, t
-    by_name = collections.defaultdict(list)
-    for e in events:
-        by_name[e["name"]].append((e["ts"], e["ts"] + e.get("dur", 0), (e.get("pid"),
-                                                                        e.get("tid"))))
-    split = 0
-    for runs in by_name.values():
-        for i, (start, end, thread) in enumerate(runs):
-            split += any(s < end and start < e and th != thread
-                         for j, (s, e, th) in enumerate(runs) if j != i)
-    return {"busy_us": {k: busy.get(k, 0.0) for k in range(len(by_thread) + 1)},
-            "split_runs": split, "runs": len(events)}
-
-
 def profile(num_envs: int, num_nodes: int, steps: int, repeats: int, out: str,
             artifacts_dir: str, top: int = TOP_OPS_SAVED) -> dict:
     """Time `repeats` environment-only rollouts of `steps` decisions over `num_envs`
@@ -252,8 +208,6 @@ def profile(num_envs: int, num_nodes: int, steps: int, repeats: int, out: str,
         raise RuntimeError(f"the trace holds no operation of {hlo.module}; "
                            f"was the rollout compiled for another device?")
     times = self_times(events)
-    occupancy = thread_occupancy(events)
-    span_us = sum(occupancy["busy_us"].values())
     counts = collections.Counter(e["name"] for e in events)
     op_us = sum(times.values())
     groups = collections.defaultdict(lambda: [0.0, 0])
@@ -276,11 +230,6 @@ def profile(num_envs: int, num_nodes: int, steps: int, repeats: int, out: str,
         "wall_repeat_s": wall,
         "op_ms_per_step": per_step(op_us),
         "ops_per_step": sum(counts.values()) / steps,
-        "threads": {
-            "share_of_span_by_busy_threads": {
-                str(k): us / span_us for k, us in occupancy["busy_us"].items()},
-            "op_runs_split_over_threads": occupancy["split_runs"],
-            "op_runs": occupancy["runs"]},
         "by_function": [
             {"function": src, "ms_per_step": per_step(us), "share": us / op_us,
              "ops_per_step": n / steps}
@@ -308,12 +257,6 @@ def report(result: dict, top: int) -> None:
     print(f"wall {result['wall_ms_per_step']:.2f} ms/step ({result['decisions_per_s']:,.0f} "
           f"decisions/s, without the profiler); XLA operations {result['ops_per_step']:.0f} "
           f"per step, {result['op_ms_per_step']:.2f} ms/step of thread time under the profiler")
-    th = result["threads"]
-    shares = ", ".join(f"{k}: {100 * v:.0f} %" for k, v in
-                       th["share_of_span_by_busy_threads"].items())
-    print(f"threads running an operation, share of the traced span: {shares}; "
-          f"{th['op_runs_split_over_threads']} of {th['op_runs']} operation runs overlapped "
-          f"a run of the same operation on another thread")
     print(f"\n{'ms/step':>8} {'share':>6} {'ops/step':>8}  function")
     for g in result["by_function"][:top]:
         print(f"{g['ms_per_step']:8.3f} {100 * g['share']:5.1f}% {g['ops_per_step']:8.1f}  "

@@ -93,8 +93,6 @@ def test_profile_attributes_step_time_to_vte_functions(tmp_path):
     # The step's scoring and its decision/time advance show up under their own names.
     assert "vte/scoring.py:score" in functions and "vte/env.py:_transition" in functions
     assert saved["op_ms_per_step"] > 0
-    shares = saved["threads"]["share_of_span_by_busy_threads"]
-    assert abs(sum(shares.values()) - 1.0) < 1e-6 and shares["0"] < 1.0
     assert saved["ops_per_step"] > 10 and saved["decisions_per_s"] > 0
     assert all(op["ms_per_step"] >= 0 for op in saved["top_ops"])
     assert "HloModule" in (tmp_path / "step.hlo.txt").read_text()[:200]
@@ -172,23 +170,6 @@ def test_profile_self_times_subtract_nested_operations_of_the_same_program():
     events = step_profile.module_events(ev, hlo)
     assert len(events) == 3
     assert step_profile.self_times(events) == {"fusion": 7.0, "copy": 7.0}
-
-
-def test_profile_thread_occupancy_counts_busy_threads_and_split_runs():
-    import step_profile
-    ev = [dict(pid=1, tid=1, ts=0.0, dur=10.0, name="fusion"),
-          dict(pid=1, tid=1, ts=2.0, dur=3.0, name="copy"),       # nested in the fusion
-          dict(pid=1, tid=2, ts=6.0, dur=8.0, name="fusion"),     # the fusion split: overlaps
-          dict(pid=1, tid=2, ts=16.0, dur=4.0, name="copy")]      # after a 2 us gap
-    occ = step_profile.thread_occupancy(ev)
-    # 0-6: one thread, 6-10: two, 10-14: one, 14-16: none, 16-20: one.
-    assert occ["busy_us"] == {0: 2.0, 1: 14.0, 2: 4.0}
-    assert occ["split_runs"] == 2 and occ["runs"] == 4
-    # The same runs one after the other on one thread (at 0, 10, 20, 30 us): nothing
-    # concurrent, nothing split; gaps 13-20 and 28-30.
-    serial = [dict(e, tid=1, ts=i * 10.0) for i, e in enumerate(ev)]
-    occ = step_profile.thread_occupancy(serial)
-    assert occ["busy_us"] == {0: 9.0, 1: 25.0} and occ["split_runs"] == 0
 
 
 def test_profile_rejects_bad_flags(capsys):
