@@ -60,10 +60,11 @@ def local_rollout(state, mask, key):
 rollout = jax.jit(jax.shard_map(local_rollout, mesh=mesh, in_specs=(spec, spec, None),
                                 out_specs=(spec, spec, spec), check_vma=False),
                   donate_argnums=(0, 1))
-state, mask, warm, times = time_rollout(rollout, state, obs.action_mask, repeats)
+state, mask, timing = time_rollout(rollout, state, obs.action_mask, repeats)
 print(json.dumps({"devices": n_dev, "num_envs": num_envs, "num_nodes": num_nodes,
-                  "steps": steps, "decisions_per_s": num_envs * steps / statistics.median(times),
-                  "warmup_s_incl_compile": warm, "repeat_s": times,
+                  "steps": steps,
+                  "decisions_per_s": num_envs * steps / statistics.median(timing.repeat_s),
+                  **timing.row(),
                   "platform": jax.default_backend(), "device": jax.devices()[0].device_kind}))
 """
 

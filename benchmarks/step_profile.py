@@ -187,7 +187,8 @@ def profile(num_envs: int, num_nodes: int, steps: int, repeats: int, out: str,
     os.makedirs(artifacts_dir, exist_ok=True)
     with open(os.path.join(artifacts_dir, "step.hlo.txt"), "w") as f:
         f.write(text)
-    state, mask, _, wall = time_rollout(rollout, state, mask, repeats)
+    state, mask, timing = time_rollout(rollout, state, mask, repeats)
+    wall = timing.repeat_s
 
     trace_dir = os.path.join(artifacts_dir, "trace")
     key = jax.random.PRNGKey(10_000)   # made before tracing: only the rollout is traced

@@ -5,15 +5,16 @@ the speed-up over the NumPy reference.
     python benchmarks/throughput.py            # full sweep
     python benchmarks/throughput.py --quick    # a small sweep
 
-Every figure is taken after a warm-up run (compile time reported on its own) as the
-median of several repeats, each a `lax.scan` of `--steps` decisions over `num_envs`
-environments (two steps per scan iteration for the environment alone, see
-`ROLLOUT_UNROLL`). "random_valid": a uniformly random allowed action (environment only);
-"policy": `vte.SchedulerNet` (default width, freshly initialised: its cost does not
-depend on its weights) samples the action from the full observation. PPO: whole
-`train/ppo.py` updates (rollout, advantages, epochs of minibatch gradient steps), env
-steps = num_envs x num_steps per update. Writes JSON (figures, device, jax version,
-shapes) and a PNG of decisions/s against num_envs, a line per cluster size.
+Every figure is taken after compiling ahead of time and one warm-up run (both timed on
+their own: `compile_s` and `first_run_s` in the JSON) as the median of several repeats,
+each a `lax.scan` of `--steps` decisions over `num_envs` environments (two steps per scan
+iteration for the environment alone, see `ROLLOUT_UNROLL`). "random_valid": a uniformly
+random allowed action (environment only); "policy": `vte.SchedulerNet` (default width,
+freshly initialised: its cost does not depend on its weights) samples the action from the
+full observation. PPO: whole `train/ppo.py` updates (rollout, advantages, epochs of
+minibatch gradient steps), env steps = num_envs x num_steps per update. Writes JSON
+(figures, device, jax version, shapes) and a PNG of decisions/s against num_envs, a line
+per cluster size.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import platform
 import statistics
 import sys
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -123,23 +125,20 @@ def measure_ppo(num_nodes: int, num_envs: int, updates: int, repeats: int) -> di
     chunk = jax.jit(lambda r: jax.lax.scan(lambda r, _: update(r), r, None, updates),
                     donate_argnums=0)
     runner = jax.jit(init)(jax.random.PRNGKey(0))
-    t0 = time.perf_counter()
-    runner, metrics = chunk(runner)
-    jax.block_until_ready(metrics)
-    warmup_s = time.perf_counter() - t0
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        runner, metrics = chunk(runner)
-        jax.block_until_ready(metrics)
-        times.append(time.perf_counter() - t0)
+
+    def run(compiled, out, r):
+        runner_now = runner if out is None else out[0]
+        out = compiled(runner_now)
+        jax.block_until_ready(out[1])
+        return out
+
+    _, timing = time_compiled(chunk, (runner,), repeats, run)
     steps = num_envs * config["num_steps"] * updates
-    median = statistics.median(times)
+    median = statistics.median(timing.repeat_s)
     return {"num_nodes": num_nodes, "num_envs": num_envs, "num_steps": config["num_steps"],
             "updates": updates, "update_epochs": config["update_epochs"],
             "num_minibatches": config["num_minibatches"], "hidden": config["hidden"],
-            "env_steps_per_s": steps / median, "median_s": median, "repeat_s": times,
-            "warmup_s_incl_compile": warmup_s}
+            "env_steps_per_s": steps / median, "median_s": median, **timing.row()}
 
 
 def state_bytes_per_env(params: vte.EnvParams) -> int:
@@ -153,20 +152,53 @@ def obs_bytes_per_env(params: vte.EnvParams) -> int:
     return int(sum(np.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(shapes)))
 
 
-def time_rollout(rollout, state, carry, repeats: int):
-    """Run `rollout` (from `make_rollout`) once to warm up (compiling), then `repeats` times
-    more, each with a fresh key. Returns (state, carry, warm-up seconds, repeat seconds)."""
+class Timing(NamedTuple):
+    """Seconds of one measurement: compiling alone, the first run after it, every repeat."""
+
+    compile_s: float
+    first_run_s: float
+    repeat_s: list[float]
+
+    def row(self) -> dict:
+        """The fields every result row stores (`warmup_s_incl_compile` = compile + first
+        run, the single figure earlier result files have)."""
+        return {"compile_s": self.compile_s, "first_run_s": self.first_run_s,
+                "warmup_s_incl_compile": self.compile_s + self.first_run_s,
+                "repeat_s": self.repeat_s}
+
+
+def time_compiled(fn, args: tuple, repeats: int, run) -> tuple[object, Timing]:
+    """Compile the jitted `fn` for `args` ahead of time (timed on its own), run it once to
+    warm up, then `repeats` times more. `run(compiled, out, r)` performs repeat r (r = -1
+    for the warm-up) from the previous output `out` (None the first time) and returns the
+    new output with every array ready. Returns (the last output, `Timing`)."""
     t0 = time.perf_counter()
-    state, carry, total = rollout(state, carry, jax.random.PRNGKey(1))
-    total.block_until_ready()
-    warmup_s = time.perf_counter() - t0
+    compiled = fn.lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = run(compiled, None, -1)
+    first_run_s = time.perf_counter() - t0
     times = []
     for r in range(repeats):
         t0 = time.perf_counter()
-        state, carry, total = rollout(state, carry, jax.random.PRNGKey(2 + r))
-        total.block_until_ready()
+        out = run(compiled, out, r)
         times.append(time.perf_counter() - t0)
-    return state, carry, warmup_s, times
+    return out, Timing(compile_s, first_run_s, times)
+
+
+def time_rollout(rollout, state, carry, repeats: int):
+    """Compile `rollout` (from `make_rollout`; timed on its own), run it once to warm up,
+    then `repeats` times more, each with a fresh key. Returns (state, carry, `Timing`)."""
+
+    def run(compiled, out, r):
+        st, ca = (state, carry) if out is None else out[:2]
+        out = compiled(st, ca, jax.random.PRNGKey(2 + r))
+        out[2].block_until_ready()
+        return out
+
+    (state, carry, _), timing = time_compiled(rollout, (state, carry, jax.random.PRNGKey(1)),
+                                              repeats, run)
+    return state, carry, timing
 
 
 def measure_env(num_nodes: int, num_envs: int, steps: int, repeats: int, policy=None,
@@ -179,13 +211,11 @@ def measure_env(num_nodes: int, num_envs: int, steps: int, repeats: int, policy=
     if policy == "network":
         policy = network_policy(params)
     rollout = make_rollout(params, num_envs, steps, policy)
-    state, carry_obs, warmup_s, times = time_rollout(rollout, state, carry_obs, repeats)
-    median = statistics.median(times)
+    state, carry_obs, timing = time_rollout(rollout, state, carry_obs, repeats)
+    median = statistics.median(timing.repeat_s)
     row = {
         "num_nodes": num_nodes, "num_envs": num_envs, "steps": steps, "policy": policy_name,
-        "decisions_per_s": num_envs * steps / median,
-        "median_s": median, "repeat_s": times,
-        "warmup_s_incl_compile": warmup_s,
+        "decisions_per_s": num_envs * steps / median, "median_s": median, **timing.row(),
         "state_bytes_per_env": state_bytes_per_env(params),
     }
     if policy_name == "random_valid":
@@ -339,7 +369,7 @@ def main(argv=None):
     print(f"# {info['backend']} {info['device']} x{info['num_devices']}, jax {info['jax']}, "
           f"{info['cpu_count']} CPU cores")
     rows, skipped = [], []
-    print(f"{'nodes':>6} {'envs':>7} {'decisions/s':>14} {'compile+1st s':>14} "
+    print(f"{'nodes':>6} {'envs':>7} {'decisions/s':>14} {'compile s':>10} {'1st run s':>10} "
           f"{'state KiB/env':>14} {'batch reset ms':>15}")
     for n in nodes:
         per_env = state_bytes_per_env(vte.EnvParams(num_nodes=n))
@@ -353,13 +383,13 @@ def main(argv=None):
             r = measure_env(n, b, args.steps, args.repeats)
             rows.append(r)
             print(f"{n:>6} {b:>7} {r['decisions_per_s']:>14,.0f} "
-                  f"{r['warmup_s_incl_compile']:>14.1f} {per_env / 1024:>14.1f} "
+                  f"{r['compile_s']:>10.1f} {r['first_run_s']:>10.2f} {per_env / 1024:>14.1f} "
                   f"{1e3 * r['reset_batch_s']:>15.1f}", flush=True)
 
     policy_rows = []
     if not args.no_policy:
         print("\n# policy network choosing the actions (SchedulerNet, sampled)")
-        print(f"{'nodes':>6} {'envs':>7} {'decisions/s':>14} {'compile+1st s':>14}")
+        print(f"{'nodes':>6} {'envs':>7} {'decisions/s':>14} {'compile s':>10} {'1st run s':>10}")
         for n in nodes:
             for b in envs:
                 if n * b > args.max_policy_nodes or (n, b) in {(x["num_nodes"], x["num_envs"])
@@ -372,18 +402,19 @@ def main(argv=None):
                                 policy_name="network")
                 policy_rows.append(r)
                 print(f"{n:>6} {b:>7} {r['decisions_per_s']:>14,.0f} "
-                      f"{r['warmup_s_incl_compile']:>14.1f}", flush=True)
+                      f"{r['compile_s']:>10.1f} {r['first_run_s']:>10.2f}", flush=True)
 
     ppo_envs = args.ppo_envs if args.ppo_envs is not None else (
         (1024,) if args.quick else (1024, 4096))
     ppo_rows = []
     if ppo_envs:
         print(f"\n# PPO training (train/ppo.py defaults, {args.ppo_nodes} nodes)")
-        print(f"{'envs':>7} {'env steps/s':>14} {'compile+1st s':>14}")
+        print(f"{'envs':>7} {'env steps/s':>14} {'compile s':>10} {'1st run s':>10}")
         for b in ppo_envs:
             r = measure_ppo(args.ppo_nodes, b, args.ppo_updates, args.repeats)
             ppo_rows.append(r)
-            print(f"{b:>7} {r['env_steps_per_s']:>14,.0f} {r['warmup_s_incl_compile']:>14.1f}",
+            print(f"{b:>7} {r['env_steps_per_s']:>14,.0f} {r['compile_s']:>10.1f} "
+                  f"{r['first_run_s']:>10.2f}",
                   flush=True)
 
     memory = [{"num_nodes": n, "queue_len": k,

@@ -21,6 +21,10 @@ def test_throughput_smoke(tmp_path, capsys):
     assert [(r["num_envs"], r["policy"]) for r in saved["policy"]] == [(2, "network")]
     assert saved["policy"][0]["decisions_per_s"] > 0
     assert saved["ppo"][0]["env_steps_per_s"] > 0 and saved["ppo"][0]["num_envs"] == 8
+    # Compilation is timed on its own, apart from the first run and the timed repeats.
+    for row in saved["env"] + saved["policy"] + saved["ppo"]:
+        assert row["compile_s"] > 0 and row["first_run_s"] > 0 and len(row["repeat_s"]) == 1
+        assert row["warmup_s_incl_compile"] == row["compile_s"] + row["first_run_s"]
     assert saved["numpy_reference"][0]["speedup"] > 0
     assert (tmp_path / "tp.png").stat().st_size > 0
     assert result["memory"][0]["state_bytes_per_env"] > 0
@@ -29,7 +33,8 @@ def test_throughput_smoke(tmp_path, capsys):
     assert shape["measured"] is None and not shape["met"]
     assert speedup["measured"] == saved["numpy_reference"][0]["speedup"]
     assert speedup["at_num_nodes"] == 8
-    printed = capsys.readouterr().out.split("# targets")[1]
+    table, printed = capsys.readouterr().out.split("# targets")
+    assert "compile s" in table and "1st run s" in table
     assert "4096 environments x 64 nodes" in printed and "not measured in this run" in printed
     assert f"measured {speedup['measured']:,.1f}x (at 8 nodes)" in printed
 
@@ -72,6 +77,7 @@ def test_scaling_alternates_rounds_and_runs_one_device_plain(tmp_path):
     for row in saved["env"]:
         assert row["rounds"] == 2 and len(row["round_decisions_per_s"]) == 2
         assert len(row["repeat_s"]) == 2 and row["decisions_per_s"] > 0
+        assert row["compile_s"] > 0
 
 
 def test_scaling_rejects_bad_flags(capsys):
