@@ -10,9 +10,11 @@ per step and two tables: operation time per `vte` function, and the slowest oper
 with their output shapes. An instruction belongs to the innermost `vte` function on its
 call stack (as recorded in the compiled HLO); a fusion to the function most of its fused
 instructions belong to. Operation times are self times (a `cond` or `while` without the
-operations inside it) summed over threads: XLA runs operations, and halves of large
-fusions, on several threads at once, so they add up to more than the wall time. The
-profiler also slows every operation down; read the shares, not the absolute times.
+operations inside it) summed over threads: XLA runs independent operations on several
+threads at once, so they can add up to more than the wall time. A large fusion that XLA
+splits over threads appears once, with the time of the part run by the thread that
+started it (the trace marks the other threads' parts only by their end). The profiler
+also slows every operation down; read the shares, not the absolute times.
 
 Writes the tables to `--out` (JSON) and, under `--artifacts-dir`, `step.hlo.txt` (the
 compiled rollout, to read a fusion's instructions) and `trace/` (open it in Perfetto or
