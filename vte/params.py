@@ -117,6 +117,13 @@ class EnvParams:
 # Validation
 # --------------------------------------------------------------------------
 
+# Numeric fields and the shape of one environment's value: () or a vector of that size.
+_VECTOR_FIELDS = {"tier_shares": 3, "load_shares": 3,
+                  "archetype_shares": len(catalogue.ARCHETYPES), "weights": 3}
+_NUMERIC_FIELDS = tuple(f for f in EnvParams.__dataclass_fields__
+                        if EnvParams.__dataclass_fields__[f].metadata.get("pytree_node", True))
+
+
 def _is_user_value(p: EnvParams) -> bool:
     """False when JAX rebuilds the params with tracers or placeholders: the batched flags
     of a vmap rule (every leaf a bool) or sentinel objects. Those are not user input and
@@ -215,7 +222,8 @@ def _check_range(p: EnvParams, name: str, lo: float, hi: float,
     return arr
 
 
-def _check_shares(p: EnvParams, name: str, size: int):
+def _check_shares(p: EnvParams, name: str):
+    size = _VECTOR_FIELDS[name]
     arr = _check_range(p, name, 0.0, 1.0, size=size)
     if arr is None:
         return
@@ -244,9 +252,9 @@ def _validate(p: EnvParams):
         _fail("active_nodes", p.active_nodes,
               f"0 (all nodes) or an integer in [1, num_nodes={p.num_nodes}]")
 
-    _check_shares(p, "tier_shares", 3)
-    _check_shares(p, "load_shares", 3)
-    _check_shares(p, "archetype_shares", len(catalogue.ARCHETYPES))
+    _check_shares(p, "tier_shares")
+    _check_shares(p, "load_shares")
+    _check_shares(p, "archetype_shares")
     _check_range(p, "gpu_node_share", 0.0, 1.0)
     _check_range(p, "arrival_rate", 0.0, float(catalogue.MAX_ARRIVALS))
     _check_range(p, "initial_queue_fill", 0.0, 1.0)
@@ -261,17 +269,10 @@ def _validate(p: EnvParams):
     _check_range(p, "twin_noise", 0.0, 1.0)
     _check_range(p, "twin_report_prob", 0.0, 1.0, lo_open=True)
 
-    _check_range(p, "weights", 0.0, 1e6, size=3)
+    _check_range(p, "weights", 0.0, 1e6, size=_VECTOR_FIELDS["weights"])
     _check_range(p, "pref_penalty", 0.0, 1e6)
     _check_range(p, "defer_penalty", 0.0, 1e6, lo_open=True)
     _check_range(p, "invalid_penalty", 0.0, 1e6, lo_open=True)
-
-
-# Numeric fields and the shape of one environment's value: () or a vector of that size.
-_VECTOR_FIELDS = {"tier_shares": 3, "load_shares": 3,
-                  "archetype_shares": len(catalogue.ARCHETYPES), "weights": 3}
-_NUMERIC_FIELDS = tuple(f for f in EnvParams.__dataclass_fields__
-                        if EnvParams.__dataclass_fields__[f].metadata.get("pytree_node", True))
 
 
 def check_param_shapes(params: EnvParams) -> None:

@@ -374,11 +374,11 @@ def step(state: State, action: int, seed_or_rng, params):
     free = m["free"].copy()
     free[0] += s.capacity[0] * (m["util"] - util)
     free[1] += s.capacity[1] * (m["mem_util"] - mem_util)
-    fresh = {"util": util, "mem_util": mem_util, "free": free,
-             "power": np.maximum(m["power"] * (1 + e[:, 1]), 0), "up": m["up"], "jobs": m["jobs"]}
-    stale_free = s.twin["free"] - (s.alloc - alloc_before)   # own placements and releases
+    fresh = {"util": util, "mem_util": mem_util,
+             "power": np.maximum(m["power"] * (1 + e[:, 1]), 0)}
     for name, v in fresh.items():
         s.twin[name] = np.where(report, v, s.twin[name])
+    stale_free = s.twin["free"] - (s.alloc - alloc_before)   # own placements and releases
     s.twin["free"] = np.where(report, free, stale_free).astype(f32)
     # Free GPUs and disk, health and jobs: the scheduler's bookkeeping, always exact.
     s.twin["free"][2:] = m["free"][2:]
