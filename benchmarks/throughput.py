@@ -13,8 +13,9 @@ random allowed action (environment only); "policy": `vte.SchedulerNet` (default 
 freshly initialised: its cost does not depend on its weights) samples the action from the
 full observation. PPO: whole `train/ppo.py` updates (rollout, advantages, epochs of
 minibatch gradient steps), env steps = num_envs x num_steps per update. Writes JSON
-(figures, device, jax version, shapes) and a PNG of decisions/s against num_envs, a line
-per cluster size.
+(figures, device, jax version, shapes), rewritten after every measured row so that a sweep
+cut short keeps what it measured, and a PNG of decisions/s against num_envs, a line per
+cluster size. `--no-env`, `--no-policy` and an empty `--ppo-envs` leave sections out.
 """
 
 from __future__ import annotations
@@ -305,9 +306,10 @@ def plot(rows: list[dict], path: str, policy_rows: list[dict] = ()) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    for i, n in enumerate(sorted({r["num_nodes"] for r in rows})):
+    for i, n in enumerate(sorted({r["num_nodes"] for r in [*rows, *policy_rows]})):
         pts = sorted((r["num_envs"], r["decisions_per_s"]) for r in rows if r["num_nodes"] == n)
-        ax.plot(*zip(*pts), marker="o", color=f"C{i}", label=f"{n} nodes")
+        if pts:
+            ax.plot(*zip(*pts), marker="o", color=f"C{i}", label=f"{n} nodes")
         pts = sorted((r["num_envs"], r["decisions_per_s"]) for r in policy_rows
                      if r["num_nodes"] == n)
         if pts:
@@ -318,7 +320,7 @@ def plot(rows: list[dict], path: str, policy_rows: list[dict] = ()) -> None:
     ax.set_xlabel("environments stepped at once (num_envs)")
     ax.set_ylabel("decisions / s")
     ax.set_title(f"vte.step, jit + vmap: random valid actions (solid), network (dashed), "
-                 f"{jax.default_backend()}", fontsize=9)
+                 f"{jax.default_backend()} ({jax.devices()[0].device_kind})", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     fig.tight_layout()
@@ -338,6 +340,8 @@ def parse_args(argv):
     p.add_argument("--max-policy-nodes", type=int, default=2**22,
                    help="policy network sweep: skip configurations with more than this many "
                         "num_envs x num_nodes (the network's activations grow with it)")
+    p.add_argument("--no-env", action="store_true",
+                   help="skip the environment-only sweep (random valid actions)")
     p.add_argument("--no-policy", action="store_true", help="skip the policy-network sweep")
     p.add_argument("--ppo-envs", type=int, nargs="*", default=None,
                    help="num_envs of the PPO training figures (64 nodes); default 1024 4096 "
@@ -368,66 +372,91 @@ def main(argv=None):
     info = machine()
     print(f"# {info['backend']} {info['device']} x{info['num_devices']}, jax {info['jax']}, "
           f"{info['cpu_count']} CPU cores")
-    rows, skipped = [], []
-    print(f"{'nodes':>6} {'envs':>7} {'decisions/s':>14} {'compile s':>10} {'1st run s':>10} "
-          f"{'state KiB/env':>14} {'batch reset ms':>15}")
-    for n in nodes:
-        per_env = state_bytes_per_env(vte.EnvParams(num_nodes=n))
-        for b in envs:
-            if per_env * b > args.max_state_gib * 2**30:
-                skipped.append({"num_nodes": n, "num_envs": b,
-                                "reason": f"state {per_env * b / 2**30:.1f} GiB > "
-                                          f"--max-state-gib {args.max_state_gib}"})
-                print(f"{n:>6} {b:>7} {'skipped':>14}  ({skipped[-1]['reason']})")
-                continue
-            r = measure_env(n, b, args.steps, args.repeats)
-            rows.append(r)
-            print(f"{n:>6} {b:>7} {r['decisions_per_s']:>14,.0f} "
-                  f"{r['compile_s']:>10.1f} {r['first_run_s']:>10.2f} {per_env / 1024:>14.1f} "
-                  f"{1e3 * r['reset_batch_s']:>15.1f}", flush=True)
+    rows, policy_rows, ppo_rows, skipped, memory, numpy_rows = [], [], [], [], [], []
+    result = {"machine": info, "argv": sys.argv[1:] if argv is None else list(argv),
+              "env": rows, "policy": policy_rows, "ppo": ppo_rows, "skipped": skipped,
+              "memory": memory, "numpy_reference": numpy_rows, "targets": []}
+    png = args.png or os.path.splitext(args.out)[0] + ".png"
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
 
-    policy_rows = []
+    def save(plot_too: bool = False) -> None:
+        """Write what is measured so far (after every row: a sweep cut short keeps it)."""
+        result["targets"] = targets(rows, numpy_rows)
+        with open(args.out + ".tmp", "w") as f:
+            json.dump(result, f, indent=1)
+        os.replace(args.out + ".tmp", args.out)
+        if plot_too and (rows or policy_rows):
+            plot(rows, png, policy_rows)
+
+    def too_big(n: int, b: int) -> str | None:
+        per_env = state_bytes_per_env(vte.EnvParams(num_nodes=n))
+        if per_env * b > args.max_state_gib * 2**30:
+            return f"state {per_env * b / 2**30:.1f} GiB > --max-state-gib {args.max_state_gib}"
+        return None
+
+    if not args.no_env:
+        print(f"{'nodes':>6} {'envs':>7} {'decisions/s':>14} {'compile s':>10} "
+              f"{'1st run s':>10} {'state KiB/env':>14} {'batch reset ms':>15}")
+        for n in nodes:
+            per_env = state_bytes_per_env(vte.EnvParams(num_nodes=n))
+            for b in envs:
+                if reason := too_big(n, b):
+                    skipped.append({"num_nodes": n, "num_envs": b, "reason": reason})
+                    print(f"{n:>6} {b:>7} {'skipped':>14}  ({reason})")
+                    continue
+                r = measure_env(n, b, args.steps, args.repeats)
+                rows.append(r)
+                save()
+                print(f"{n:>6} {b:>7} {r['decisions_per_s']:>14,.0f} {r['compile_s']:>10.1f} "
+                      f"{r['first_run_s']:>10.2f} {per_env / 1024:>14.1f} "
+                      f"{1e3 * r['reset_batch_s']:>15.1f}", flush=True)
+        save(plot_too=True)
+
     if not args.no_policy:
         print("\n# policy network choosing the actions (SchedulerNet, sampled)")
         print(f"{'nodes':>6} {'envs':>7} {'decisions/s':>14} {'compile s':>10} {'1st run s':>10}")
         for n in nodes:
             for b in envs:
-                if n * b > args.max_policy_nodes or (n, b) in {(x["num_nodes"], x["num_envs"])
-                                                              for x in skipped}:
+                reason = too_big(n, b)
+                if n * b > args.max_policy_nodes:
+                    reason = (f"num_envs x num_nodes {n * b} > "
+                              f"--max-policy-nodes {args.max_policy_nodes}")
+                if reason:
                     skipped.append({"num_nodes": n, "num_envs": b, "policy": "network",
-                                    "reason": f"num_envs x num_nodes {n * b} > "
-                                              f"--max-policy-nodes {args.max_policy_nodes}"})
+                                    "reason": reason})
                     continue
                 r = measure_env(n, b, args.steps, args.repeats, policy="network",
                                 policy_name="network")
                 policy_rows.append(r)
+                save()
                 print(f"{n:>6} {b:>7} {r['decisions_per_s']:>14,.0f} "
                       f"{r['compile_s']:>10.1f} {r['first_run_s']:>10.2f}", flush=True)
+        save(plot_too=True)
 
     ppo_envs = args.ppo_envs if args.ppo_envs is not None else (
         (1024,) if args.quick else (1024, 4096))
-    ppo_rows = []
     if ppo_envs:
         print(f"\n# PPO training (train/ppo.py defaults, {args.ppo_nodes} nodes)")
         print(f"{'envs':>7} {'env steps/s':>14} {'compile s':>10} {'1st run s':>10}")
         for b in ppo_envs:
             r = measure_ppo(args.ppo_nodes, b, args.ppo_updates, args.repeats)
             ppo_rows.append(r)
+            save()
             print(f"{b:>7} {r['env_steps_per_s']:>14,.0f} {r['compile_s']:>10.1f} "
                   f"{r['first_run_s']:>10.2f}",
                   flush=True)
 
-    memory = [{"num_nodes": n, "queue_len": k,
-               "state_bytes_per_env": state_bytes_per_env(vte.EnvParams(num_nodes=n, queue_len=k)),
-               "obs_bytes_per_env": obs_bytes_per_env(vte.EnvParams(num_nodes=n, queue_len=k))}
-              for n in (16, 64, 256, 1024) for k in (4, 8, 32)]
+    memory += [{"num_nodes": n, "queue_len": k,
+                "state_bytes_per_env": state_bytes_per_env(vte.EnvParams(num_nodes=n, queue_len=k)),
+                "obs_bytes_per_env": obs_bytes_per_env(vte.EnvParams(num_nodes=n, queue_len=k))}
+               for n in (16, 64, 256, 1024) for k in (4, 8, 32)]
     print("\n# memory: bytes per environment")
     print(f"{'nodes':>6} {'queue':>6} {'state':>10} {'obs':>10}")
     for m in memory:
         print(f"{m['num_nodes']:>6} {m['queue_len']:>6} {m['state_bytes_per_env']:>10,} "
               f"{m['obs_bytes_per_env']:>10,}")
 
-    numpy_rows = []
+    save()
     if args.numpy_steps:
         print("\n# NumPy reference (one environment, Python loop) and the speed-up of vte")
         for n in nodes:
@@ -440,25 +469,16 @@ def main(argv=None):
             print(f"{n:>6} nodes: numpy {ref['decisions_per_s']:,.0f} decisions/s, "
                   f"vte best {best or 0:,.0f} -> {sp}")
 
-    goals = targets(rows, numpy_rows)
+    save(plot_too=True)
     print("\n# targets")
-    for t in goals:
+    for t in result["targets"]:
         verdict = ("not measured in this run" if t["measured"] is None else
                    f"measured {_amount(t['measured'], t['unit'])}"
                    + (f" (at {t['at_num_nodes']} nodes)" if t.get("at_num_nodes") else "")
                    + f": {'met' if t['met'] else 'NOT met'}")
         print(f"{t['target']}: goal {_amount(t['goal'], t['unit'])}, {verdict}")
 
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    result = {"machine": info, "argv": sys.argv[1:] if argv is None else list(argv),
-              "env": rows, "policy": policy_rows, "ppo": ppo_rows, "skipped": skipped,
-              "memory": memory, "numpy_reference": numpy_rows, "targets": goals}
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-    png = args.png or os.path.splitext(args.out)[0] + ".png"
-    if rows:
-        plot(rows, png, policy_rows)
-    print(f"\nwrote {args.out} and {png}")
+    print(f"\nwrote {args.out}" + (f" and {png}" if rows or policy_rows else ""))
     return result
 
 

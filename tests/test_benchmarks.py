@@ -39,6 +39,37 @@ def test_throughput_smoke(tmp_path, capsys):
     assert f"measured {speedup['measured']:,.1f}x (at 8 nodes)" in printed
 
 
+def test_throughput_keeps_rows_of_a_sweep_cut_short(tmp_path, monkeypatch):
+    out = tmp_path / "cut.json"
+
+    def broken_ppo(*args):
+        raise KeyboardInterrupt   # as if the run were stopped during the PPO figures
+
+    monkeypatch.setattr(throughput, "measure_ppo", broken_ppo)
+    try:
+        throughput.main(["--num-envs", "2", "--num-nodes", "8", "--steps", "2", "--repeats",
+                         "1", "--no-policy", "--ppo-envs", "8", "--out", str(out)])
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("the PPO section did not run")
+    saved = json.loads(out.read_text())
+    assert [(r["num_nodes"], r["num_envs"]) for r in saved["env"]] == [(8, 2)]
+    assert saved["ppo"] == [] and saved["targets"][0]["measured"] is None
+    assert (tmp_path / "cut.png").stat().st_size > 0
+
+
+def test_throughput_policy_sweep_alone(tmp_path):
+    out = tmp_path / "pol.json"
+    result = throughput.main(["--num-envs", "2", "--num-nodes", "8", "--steps", "2",
+                              "--repeats", "1", "--no-env", "--ppo-envs", "--numpy-steps",
+                              "0", "--max-policy-nodes", "16", "--out", str(out)])
+    saved = json.loads(out.read_text())
+    assert saved["env"] == [] and saved["ppo"] == [] and saved["numpy_reference"] == []
+    assert [(r["num_nodes"], r["num_envs"]) for r in saved["policy"]] == [(8, 2)]
+    assert saved["policy"] == result["policy"] and (tmp_path / "pol.png").stat().st_size > 0
+
+
 def test_targets_read_the_right_row_and_the_least_speedup():
     rows = [{"num_envs": 4096, "num_nodes": 16, "decisions_per_s": 2e6},
             {"num_envs": 4096, "num_nodes": 64, "decisions_per_s": 9e5}]
