@@ -300,7 +300,10 @@ def machine() -> dict:
     }
 
 
-def plot(rows: list[dict], path: str, policy_rows: list[dict] = ()) -> None:
+def plot(rows: list[dict], path: str, policy_rows: list[dict] = (),
+         device: str | None = None) -> None:
+    """Decisions/s against num_envs (log scales), a line per cluster size; `device` names
+    the hardware in the title (default: this process's first device)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -320,7 +323,8 @@ def plot(rows: list[dict], path: str, policy_rows: list[dict] = ()) -> None:
     ax.set_xlabel("environments stepped at once (num_envs)")
     ax.set_ylabel("decisions / s")
     ax.set_title(f"vte.step, jit + vmap: random valid actions (solid), network (dashed), "
-                 f"{jax.default_backend()} ({jax.devices()[0].device_kind})", fontsize=9)
+                 f"{device or f'{jax.default_backend()} ({jax.devices()[0].device_kind})'}",
+                 fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     fig.tight_layout()
