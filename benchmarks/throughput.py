@@ -392,17 +392,18 @@ def main(argv=None):
         if plot_too and (rows or policy_rows):
             plot(rows, png, policy_rows)
 
+    per_env = {n: state_bytes_per_env(vte.EnvParams(num_nodes=n)) for n in nodes}
+
     def too_big(n: int, b: int) -> str | None:
-        per_env = state_bytes_per_env(vte.EnvParams(num_nodes=n))
-        if per_env * b > args.max_state_gib * 2**30:
-            return f"state {per_env * b / 2**30:.1f} GiB > --max-state-gib {args.max_state_gib}"
+        if per_env[n] * b > args.max_state_gib * 2**30:
+            return (f"state {per_env[n] * b / 2**30:.1f} GiB > "
+                    f"--max-state-gib {args.max_state_gib}")
         return None
 
     if not args.no_env:
         print(f"{'nodes':>6} {'envs':>7} {'decisions/s':>14} {'compile s':>10} "
               f"{'1st run s':>10} {'state KiB/env':>14} {'batch reset ms':>15}")
         for n in nodes:
-            per_env = state_bytes_per_env(vte.EnvParams(num_nodes=n))
             for b in envs:
                 if reason := too_big(n, b):
                     skipped.append({"num_nodes": n, "num_envs": b, "reason": reason})
@@ -412,7 +413,7 @@ def main(argv=None):
                 rows.append(r)
                 save()
                 print(f"{n:>6} {b:>7} {r['decisions_per_s']:>14,.0f} {r['compile_s']:>10.1f} "
-                      f"{r['first_run_s']:>10.2f} {per_env / 1024:>14.1f} "
+                      f"{r['first_run_s']:>10.2f} {per_env[n] / 1024:>14.1f} "
                       f"{1e3 * r['reset_batch_s']:>15.1f}", flush=True)
         save(plot_too=True)
 
@@ -473,7 +474,7 @@ def main(argv=None):
             print(f"{n:>6} nodes: numpy {ref['decisions_per_s']:,.0f} decisions/s, "
                   f"vte best {best or 0:,.0f} -> {sp}")
 
-    save(plot_too=True)
+    save()   # the plot is current: only the two sweeps add to it
     print("\n# targets")
     for t in result["targets"]:
         verdict = ("not measured in this run" if t["measured"] is None else
