@@ -1,0 +1,16 @@
+"""The OpenB replay: Alibaba's production GPU-cluster trace and the FGD paper's experiment.
+
+    from vte import openb
+    nodes = openb.load_nodes("gpu")                 # 1213 nodes, 6212 GPUs (bundled)
+    pods = openb.load_pods("default", nodes)        # 8152 pods (bundled) or any file by path
+    result = openb.run_grid(nodes, pods, ["best_fit", "fgd"], seeds=range(42, 52))
+
+`python -m vte.openb --pods default --policies all --seeds 10` runs the published grid and
+prints it next to the paper's figures. Formulas: `vte/openb/OPENB.md`.
+"""
+
+from vte.openb.cluster import Pod, Spec, State, Typical, feasible, make_spec, place, select
+from vte.openb.policies import POLICIES, Policy
+from vte.openb.replay import Log, binned, curves, replay
+from vte.openb.trace import NodeTable, PodTable, TraceError, load_nodes, load_pods
+from vte.openb.workload import Workload, build_workload, pod_arrays, typical_pods

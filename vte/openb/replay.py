@@ -1,0 +1,117 @@
+"""The replay: pods submitted one at a time, bound at once or failed, and the measurement.
+
+`replay` runs one policy over a batch of seeds as one compiled program (`lax.scan` over
+pods, `jax.vmap` over seeds), in chunks so that a progress bar can follow it. `binned`
+turns the per-pod log into the published curves (OPENB.md section 7).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vte.openb import cluster
+from vte.openb.cluster import Pod, Spec, State
+from vte.openb.policies import Policy
+
+
+@dataclasses.dataclass(frozen=True)
+class Log:
+    """What the simulator logs after every submitted pod; (S, T) NumPy arrays."""
+
+    valid: np.ndarray        # bool, a submitted pod (False on padding)
+    placed: np.ndarray       # bool, the pod was bound
+    arrived: np.ndarray      # int64, milli-GPU asked for by the pods submitted so far, failed ones included
+    used: np.ndarray         # int64, milli-GPU allocated after this pod
+    frag: np.ndarray         # float64, milli-GPU, the cluster's fragmentation (sum of node F)
+    idle: np.ndarray         # int64, free milli-GPU after this pod
+
+
+def pod_step(policy: Policy, spec: Spec, state: State, pod: Pod, key: jax.Array):
+    """Submits one pod: filter, score, choose (ties to the smallest rank), bind or fail."""
+    feasible = cluster.feasible(state, pod, spec)
+    scores, shared_gpu = policy(key, state, pod, feasible, spec)
+    node = cluster.select(scores, feasible, state.rank)
+    placed = jnp.any(feasible)
+    state = cluster.place(state, spec, pod, node, shared_gpu[node], placed)
+    out = (placed, cluster.used_milli(state, spec), jnp.sum(state.frag))
+    return state, out
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _run_chunk(policy: Policy, spec: Spec, state: State, pods: Pod, keys: jax.Array, start: jax.Array):
+    """(S,)-batched states, (S, C) pods and (S,) keys -> states and (S, C) logs."""
+    def one_seed(state, pods, key):
+        def body(state, xs):
+            pod, t = xs
+            return pod_step(policy, spec, state, pod, jax.random.fold_in(key, t))
+        steps = start + jnp.arange(pods.valid.shape[0])
+        return jax.lax.scan(body, state, (pods, steps))
+    return jax.vmap(one_seed)(state, pods, keys)
+
+
+def replay(policy: Policy, spec: Spec, pods: Pod, ranks: np.ndarray, keys: jax.Array,
+           chunk: int = 2048, progress: Callable[[int], None] | None = None) -> Log:
+    """Replays (S, T) `pods` under `policy`, one seed per row.
+
+    ranks: (S, N) int32 tie-break ranks; keys: (S,) keys of the policy's own draws (Random's).
+    The scan runs `chunk` pods per compiled call (one compilation for all chunks) and calls
+    `progress(pods_done)` after each.
+    """
+    num_seeds, length = pods.valid.shape
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk}: must be >= 1")
+    chunk = min(chunk, length)
+    padded = -(-length // chunk) * chunk
+    pods = jax.tree_util.tree_map(
+        lambda x: jnp.pad(x, ((0, 0), (0, padded - length))), pods)
+    state = jax.vmap(lambda r: cluster.empty_state(spec, r))(jnp.asarray(ranks))
+    parts = []
+    for start in range(0, padded, chunk):
+        part = jax.tree_util.tree_map(lambda x: x[:, start:start + chunk], pods)
+        state, out = _run_chunk(policy, spec, state, part, keys, jnp.int32(start))
+        parts.append(jax.device_get(out))
+        if progress is not None:
+            progress(min(chunk, length - start))
+    placed, used, frag = (np.concatenate(x, axis=1)[:, :length] for x in zip(*parts))
+    valid = np.asarray(pods.valid)[:, :length]
+    demand = (np.asarray(pods.num_gpus)[:, :length].astype(np.int64)
+              * np.asarray(pods.gpu_milli)[:, :length])
+    total = int(spec.total_gpu_milli)
+    used = used.astype(np.int64)
+    return Log(valid=valid, placed=placed & valid, arrived=np.cumsum(np.where(valid, demand, 0), axis=1),
+               used=used, frag=frag.astype(np.float64), idle=total - used)
+
+
+def binned(log: Log, values: np.ndarray, total_gpus: int, max_x: int) -> np.ndarray:
+    """(S, max_x + 1) float64: per seed, the mean of `values` (a % per event, rounded to 2
+    decimals) over the events whose arrived GPU demand rounds to x % of `total_gpus`, for
+    x = 0..max_x; an empty bin takes the events within x +- 1; NaN if those are empty too."""
+    out = np.full((log.valid.shape[0], max_x + 1), np.nan)
+    for s in range(log.valid.shape[0]):
+        v = log.valid[s]
+        pct = np.round(log.arrived[s][v] / total_gpus / 10).astype(np.int64)
+        val = np.round(values[s][v], 2)
+        for x in range(max_x + 1):
+            hit = pct == x
+            if not hit.any():
+                hit = np.abs(pct - x) <= 1
+            if hit.any():
+                out[s, x] = np.round(val[hit].mean(), 2)
+    return out
+
+
+def curves(log: Log, total_gpus: int, max_x: int) -> dict[str, np.ndarray]:
+    """The published curves, (S, max_x + 1) each: allocation, fragmentation (% of the cluster's
+    GPUs, `frag_discrete`) and fragmentation as % of idle milli-GPU (`frag_ratio`)."""
+    alloc = log.used / total_gpus / 10
+    frag = log.frag / total_gpus / 10
+    ratio = np.where(log.idle > 0, 100 * log.frag / np.maximum(log.idle, 1), 0.0)
+    return {"alloc": binned(log, alloc, total_gpus, max_x),
+            "frag": binned(log, frag, total_gpus, max_x),
+            "frag_ratio": binned(log, ratio, total_gpus, max_x)}
