@@ -124,20 +124,26 @@ def _int(path: Path, line: int, column: str, text: str, low: int = 0, high: int 
     return value
 
 
+def _common(path: Path, line: int, row: dict, name_column: str, seen: dict, names: list,
+            cpu: list, mem: list) -> None:
+    """Checks and appends the columns nodes and pods share: a unique name, CPU and memory."""
+    name = row[name_column].strip()
+    if not name:
+        raise TraceError(f"{path}:{line}: column {name_column!r}: empty name")
+    if name in seen:
+        raise TraceError(f"{path}:{line}: column {name_column!r}: {name!r} already on line {seen[name]}")
+    seen[name] = line
+    names.append(name)
+    cpu.append(_int(path, line, "cpu_milli", row["cpu_milli"]))
+    mem.append(_int(path, line, "memory_mib", row["memory_mib"]))
+
+
 def load_nodes(name_or_path: str | os.PathLike = "gpu") -> NodeTable:
     """Reads a node file (columns sn, cpu_milli, memory_mib, gpu, model); bundled: "gpu", "all"."""
     path = resolve(name_or_path, NODE_FILES, "node")
     names, cpu, mem, gpus, model_names, seen = [], [], [], [], [], {}
     for line, row in _rows(path, NODE_COLUMNS):
-        name = row["sn"].strip()
-        if not name:
-            raise TraceError(f"{path}:{line}: column 'sn': empty node name")
-        if name in seen:
-            raise TraceError(f"{path}:{line}: column 'sn': node {name!r} already on line {seen[name]}")
-        seen[name] = line
-        names.append(name)
-        cpu.append(_int(path, line, "cpu_milli", row["cpu_milli"]))
-        mem.append(_int(path, line, "memory_mib", row["memory_mib"]))
+        _common(path, line, row, "sn", seen, names, cpu, mem)
         g = _int(path, line, "gpu", row["gpu"], high=MAX_GPUS_PER_NODE)
         gpus.append(g)
         model = row["model"].strip()
@@ -172,15 +178,7 @@ def load_pods(name_or_path: str | os.PathLike, nodes: NodeTable) -> PodTable:
     index = {m: i for i, m in enumerate(nodes.models)}
     names, cpu, mem, num, milli, masks, specs, seen = [], [], [], [], [], [], [], {}
     for line, row in _rows(path, POD_COLUMNS):
-        name = row["name"].strip()
-        if not name:
-            raise TraceError(f"{path}:{line}: column 'name': empty pod name")
-        if name in seen:
-            raise TraceError(f"{path}:{line}: column 'name': pod {name!r} already on line {seen[name]}")
-        seen[name] = line
-        names.append(name)
-        cpu.append(_int(path, line, "cpu_milli", row["cpu_milli"]))
-        mem.append(_int(path, line, "memory_mib", row["memory_mib"]))
+        _common(path, line, row, "name", seen, names, cpu, mem)
         n = _int(path, line, "num_gpu", row["num_gpu"], high=MAX_GPUS_PER_NODE)
         m = _int(path, line, "gpu_milli", row["gpu_milli"])
         if n > 0 and not 0 < m <= MILLI:
