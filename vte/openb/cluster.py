@@ -200,11 +200,15 @@ def place(state: State, spec: Spec, pod: Pod, node: jax.Array, shared_gpu: jax.A
 def select(scores: jax.Array, feasible_mask: jax.Array, rank: jax.Array) -> jax.Array:
     """() int32, the feasible node with the highest score, ties to the smallest rank (section 4).
 
-    Scores may be integers (the published policies) or floats (a learned policy); an
-    infeasible node is never chosen. With no feasible node the result is meaningless and
+    Scores may be integers (the published policies) or floats (a learned policy; NaN ranks
+    last); an infeasible node is never chosen. With no feasible node the result is meaningless and
     the caller does not bind.
     """
-    low = jnp.iinfo(jnp.int32).min if jnp.issubdtype(scores.dtype, jnp.integer) else -jnp.inf
+    if jnp.issubdtype(scores.dtype, jnp.integer):
+        low = jnp.iinfo(jnp.int32).min
+    else:
+        low = -jnp.inf
+        scores = jnp.where(jnp.isnan(scores), low, scores)          # a NaN score ranks last
     masked = jnp.where(feasible_mask, scores, low)
     top = feasible_mask & (masked == jnp.max(masked))
     return jnp.argmin(jnp.where(top, rank, jnp.iinfo(jnp.int32).max)).astype(jnp.int32)

@@ -71,6 +71,14 @@ def _stats(values: np.ndarray) -> dict:
             "per_seed": [round(float(v), 2) for v in values]}
 
 
+def _seed_mean(curve: np.ndarray) -> list[float | None]:
+    """(S, X) -> X means over seeds, None where every seed's bin is empty."""
+    seen = ~np.isnan(curve)
+    total = np.where(seen, curve, 0.0).sum(axis=0)
+    count = seen.sum(axis=0)
+    return [round(float(t / c), 3) if c else None for t, c in zip(total, count)]
+
+
 def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[str, Policy],
              seeds: Sequence[int] = PUBLISHED_SEEDS, tune: float = PUBLISHED_TUNE,
              chunk: int = 2048, progress: bool = False) -> dict:
@@ -123,8 +131,7 @@ def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[st
             "frag_at_100": _stats(curves["frag"][:, 100]) if end_x >= 100 else None,
             "failed_pods": {"mean": float(failed.mean()), "per_seed": failed.tolist()},
             "pods": log.valid.sum(axis=1).tolist(),
-            "curves": {k: [None if np.isnan(v) else round(float(v), 3) for v in np.nanmean(c, axis=0)]
-                       if not np.all(np.isnan(c)) else [] for k, c in curves.items()},
+            "curves": {k: _seed_mean(c) for k, c in curves.items()},
             "published": reference.get(name) if reference else None,
             "seconds": round(time.perf_counter() - t0, 2),
         }

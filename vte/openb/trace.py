@@ -100,15 +100,17 @@ def _rows(path: Path, required: tuple[str, ...]):
         reader = csv.DictReader(handle)
         header = reader.fieldnames
         if not header:
-            raise TraceError(f"{path}:1: empty file; the header must hold the columns {list(required)}")
+            raise TraceError(f"{path}, line 1 (header): empty file; the header must hold the columns {list(required)}")
         missing = [c for c in required if c not in header]
         if missing:
-            raise TraceError(f"{path}:1: missing column(s) {missing}; the header holds {header} "
+            raise TraceError(f"{path}, line 1 (header): missing column(s) {missing}; the header holds {header} "
                              f"and must hold {list(required)}")
         for row in reader:
             line = reader.line_num
-            if None in row or any(row[c] is None for c in required):
-                raise TraceError(f"{path}:{line}: the row has {len(row) - (None in row)} fields "
+            if None in row or any(v is None for v in row.values()):
+                fields = sum(v is not None for k, v in row.items() if k is not None)
+                fields += len(row.get(None) or [])
+                raise TraceError(f"{path}, line {line}: the row has {fields} fields "
                                  f"where the header has {len(header)}")
             yield line, row
 
@@ -118,9 +120,9 @@ def _int(path: Path, line: int, column: str, text: str, low: int = 0, high: int 
     try:
         value = int(text.strip())
     except ValueError:
-        raise TraceError(f"{path}:{line}: column {column!r}: {text!r} is not an integer") from None
+        raise TraceError(f"{path}, line {line}, column {column!r}: {text!r} is not an integer") from None
     if not low <= value <= high:
-        raise TraceError(f"{path}:{line}: column {column!r}: {value} is outside [{low}, {high}]")
+        raise TraceError(f"{path}, line {line}, column {column!r}: {value} is outside [{low}, {high}]")
     return value
 
 
@@ -129,9 +131,9 @@ def _common(path: Path, line: int, row: dict, name_column: str, seen: dict, name
     """Checks and appends the columns nodes and pods share: a unique name, CPU and memory."""
     name = row[name_column].strip()
     if not name:
-        raise TraceError(f"{path}:{line}: column {name_column!r}: empty name")
+        raise TraceError(f"{path}, line {line}, column {name_column!r}: empty name")
     if name in seen:
-        raise TraceError(f"{path}:{line}: column {name_column!r}: {name!r} already on line {seen[name]}")
+        raise TraceError(f"{path}, line {line}, column {name_column!r}: {name!r} already on line {seen[name]}")
     seen[name] = line
     names.append(name)
     cpu.append(_int(path, line, "cpu_milli", row["cpu_milli"]))
@@ -148,9 +150,9 @@ def load_nodes(name_or_path: str | os.PathLike = "gpu") -> NodeTable:
         gpus.append(g)
         model = row["model"].strip()
         if g > 0 and not model:
-            raise TraceError(f"{path}:{line}: column 'model': a node with {g} GPUs needs a GPU model")
+            raise TraceError(f"{path}, line {line}, column 'model': a node with {g} GPUs needs a GPU model")
         if "|" in model:
-            raise TraceError(f"{path}:{line}: column 'model': {model!r} names several models; "
+            raise TraceError(f"{path}, line {line}, column 'model': {model!r} names several models; "
                              "a node has one")
         model_names.append(model if g > 0 else "")
     if not names:
@@ -182,7 +184,7 @@ def load_pods(name_or_path: str | os.PathLike, nodes: NodeTable) -> PodTable:
         n = _int(path, line, "num_gpu", row["num_gpu"], high=MAX_GPUS_PER_NODE)
         m = _int(path, line, "gpu_milli", row["gpu_milli"])
         if n > 0 and not 0 < m <= MILLI:
-            raise TraceError(f"{path}:{line}: column 'gpu_milli': {m} for a pod with num_gpu={n}; "
+            raise TraceError(f"{path}, line {line}, column 'gpu_milli': {m} for a pod with num_gpu={n}; "
                              f"a GPU pod asks for gpu_milli in (0, {MILLI}]")
         num.append(n)
         milli.append(m if n > 0 else 0)
@@ -190,7 +192,7 @@ def load_pods(name_or_path: str | os.PathLike, nodes: NodeTable) -> PodTable:
         mask = 0
         for model in filter(None, (s.strip() for s in spec.split("|"))) if spec else ():
             if model not in index:
-                raise TraceError(f"{path}:{line}: column 'gpu_spec': model {model!r} is on no node "
+                raise TraceError(f"{path}, line {line}, column 'gpu_spec': model {model!r} is on no node "
                                  f"of {nodes.path}; its models are {list(nodes.models)}")
             mask |= 1 << index[model]
         masks.append(mask)
