@@ -31,6 +31,9 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".",
                                prefix=f".{target.name}.", suffix=target.suffix)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)                 # the mode a plain open() would give
     try:
         write(tmp)
         os.replace(tmp, target)

@@ -9,6 +9,7 @@
 prints it next to the paper's figures. Formulas: `vte/openb/OPENB.md`.
 """
 
+from vte.openb.experiment import PUBLISHED, run_grid
 from vte.openb.cluster import Pod, Spec, State, Typical, feasible, make_spec, place, select
 from vte.openb.policies import POLICIES, Policy
 from vte.openb.simulator import Log, binned, curves, replay
