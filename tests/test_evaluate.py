@@ -122,10 +122,24 @@ def test_command_prints_writes_json_and_draws(tmp_path, capsys, results):
     (["--set=num_nodes"], "--set"),
     (["--set=no_such_field=1"], "--set"),
     (["--set=num_nodes=abc"], "--set"),
+    (["--set=arrival_rate=None"], "--set 'arrival_rate=None' is invalid: VALUE must be a number"),
+    (["--set=weights=(1, None, 1)"], "--set 'weights=\\(1, None, 1\\)' is invalid"),
+    (["--set=arrival_rate='2'"], "VALUE must be a number"),
+    (["--seed=-1"], "--seed -1 is invalid: allowed an integer in \\[0, 2\\*\\*32\\)"),
+    ([f"--seed={2**40}"], "--seed 1099511627776 is invalid"),
+    (["--episodes=0"], "--episodes 0 is invalid"),
+    (["--json="], "--json '': give a file path"),
+    (["--json=/no/such/dir/e.json"], "the directory '/no/such/dir' does not exist"),
+    (["--png=."], "--png '.' is a directory"),
 ])
-def test_command_refuses_bad_arguments(args, match):
+def test_command_refuses_bad_arguments(args, match, tmp_path, monkeypatch):
+    """Every refusal comes before the evaluation runs (the output paths too)."""
+    cli = sys.modules[main.__module__]
+    monkeypatch.setattr(cli, "evaluate", lambda *a, **k: pytest.fail("evaluated before refusing"))
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match=match):
         main(args)
+    assert not (tmp_path / "evaluation.json").exists()
 
 
 def test_runs_as_a_module_without_warnings():

@@ -133,7 +133,10 @@ def test_imitation_trains_and_writes_outputs(tmp_path):
     (["--lr", "-1"], "--lr=-1.0 is invalid"),
     (["--num-nodes", "0"], "--num-nodes=0 is invalid: allowed an integer >= 1"),
     (["--resume", "/nonexistent-run"], "not a training run directory"),
-    (["--seed", str(2**70)], f"--seed={2**70} is invalid: allowed an integer in [-2**63, 2**63)"),
+    (["--seed", str(2**70)], f"--seed={2**70} is invalid: allowed an integer in [0, 2**32)"),
+    (["--seed", str(2**32)], f"--seed={2**32} is invalid: allowed an integer in [0, 2**32)"),
+    (["--seed", "-1"], "--seed=-1 is invalid: allowed an integer in [0, 2**32)"),
+    (["--seed", "1e23"], "argument --seed: invalid int value: '1e23'"),
 ])
 def test_bad_flags_fail_before_any_work(argv, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
@@ -187,3 +190,120 @@ def test_make_train_is_the_training_the_script_runs(ppo_run):
             runner.params["params"], _final_params(out, seed))
     losses = [r["loss"] for r in _rows(out) if r["seed"] == 1]
     np.testing.assert_allclose(np.asarray(metrics["loss"][1]), losses, rtol=1e-4, atol=1e-6)
+
+
+# --------------------------------------------------------------------------
+# Nothing lost, nothing silent: run directories, checkpoints and flags
+# --------------------------------------------------------------------------
+
+def _copy_run(src, dst):
+    import shutil
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+def _damage(run_dir, step):
+    """Flip one byte in the middle of the largest file of checkpoint `step`."""
+    files = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(run_dir, "checkpoints", str(step)))
+             for f in fs]
+    path = max(files, key=os.path.getsize)
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(path, "wb").write(bytes(data))
+
+
+def test_out_holding_anything_is_refused_unless_overwrite_replaces_a_run(ppo_run, capsys, tmp_path):
+    out, _ = ppo_run
+    old_run = tmp_path / "old"               # a previous run whose checkpoints were removed
+    old_run.mkdir()
+    (old_run / "metrics.jsonl").write_text('{"update": 1}\n')
+    (old_run / "eval.json").write_text("{}")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    cases = [(["--out", ""], "--out '' is invalid"),
+             (["--out", str(old_run)], "already holds files (eval.json, metrics.jsonl)"),
+             (["--out", str(foreign)], "already holds files (notes.txt)"),
+             (["--out", str(foreign), "--overwrite"], "holds files that are not a run's (notes.txt)")]
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as exc:
+            ppo.main(TINY + argv)
+        assert exc.value.code == 2 and message in capsys.readouterr().err, argv
+    assert (old_run / "eval.json").read_text() == "{}" and (foreign / "notes.txt").read_text() == "mine"
+    # --overwrite replaces a previous run: nothing of it is left beside the new one.
+    again = _copy_run(out, tmp_path / "again")
+    ppo.main(PPO_RUN + ["--out", again, "--eval-episodes", "0", "--overwrite"])
+    assert sorted(os.listdir(again)) == ["checkpoints", "checksums.json", "config.json",
+                                         "learning_curve.png", "metrics.jsonl"]
+    assert len(_rows(again)) == len(_rows(out))
+    assert not [n for n in os.listdir(again) if n.startswith(".")]          # no temporary files
+
+
+def test_damaged_checkpoints_are_named_and_the_newest_good_one_is_used(ppo_run, capsys, tmp_path):
+    out, _ = ppo_run
+    with open(os.path.join(out, "checksums.json")) as f:
+        assert sorted(json.load(f)) == ["2", "4"]
+    assert ckpt.verify_checkpoint(out, 4) is None
+    run = _copy_run(out, tmp_path / "run")
+    _damage(run, 4)
+    assert "checkpoint 4 does not match its checksum" in ckpt.verify_checkpoint(run, 4)
+    params = ckpt.load_variables(run, seed=1)["params"]                   # falls back to step 2
+    assert "checkpoint 4 does not match its checksum" in capsys.readouterr().err
+    jax.tree_util.tree_map(np.testing.assert_array_equal, params,
+                           ckpt.load_variables(out, seed=1, step=2)["params"])
+    with pytest.raises(ckpt.CheckpointError, match="checkpoint 4 does not match"):
+        ckpt.load_variables(run, step=4)
+    # --resume restarts from the good checkpoint and ends where the undamaged run ended.
+    ppo.main(["--resume", run])
+    for seed in (0, 1):
+        jax.tree_util.tree_map(
+            lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6),
+            _final_params(run, seed), _final_params(out, seed))
+    assert ckpt.verify_checkpoint(run, 4) is None                         # saved afresh
+    # Every checkpoint damaged: one line, no traceback.
+    _damage(run, 2)
+    _damage(run, 4)
+    with pytest.raises(ckpt.CheckpointError) as err:
+        vte.load_policy(run)
+    assert "no usable checkpoint" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(SystemExit) as exc:
+        ppo.main(["--resume", run])
+    assert "error:" in str(exc.value.code) and "no usable checkpoint" in str(exc.value.code)
+
+
+def test_a_damaged_config_is_one_clear_error(ppo_run, capsys, tmp_path):
+    run = _copy_run(ppo_run[0], tmp_path / "run")
+    with open(os.path.join(run, "config.json"), "r+") as f:
+        f.truncate(40)
+    with pytest.raises(ckpt.CheckpointError, match=r"config.json is damaged: not valid JSON"):
+        vte.load_policy(run)
+    with pytest.raises(SystemExit) as exc:
+        ppo.main(["--resume", run])
+    assert exc.value.code == 2 and "config.json is damaged" in capsys.readouterr().err
+
+
+def test_resume_refuses_flags_it_would_ignore(ppo_run, capsys):
+    out, _ = ppo_run
+    for argv, named in ((["--lr", "0.1"], "--lr"), (["--num-env", "4"], "--num-envs"),
+                        (["--eval-episodes=3", "--seeds", "1"], "--eval-episodes, --seeds")):
+        with pytest.raises(SystemExit) as exc:
+            ppo.main(["--resume", out] + argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and f"so {named} would be ignored" in err, argv
+        assert "allowed with --resume: --coordinator, --devices" in err
+
+
+def test_a_second_ctrl_c_cannot_interrupt_a_save(ppo_run, monkeypatch, tmp_path):
+    import signal
+    seen = []
+    original = ckpt.record_checksum
+
+    def record(run_dir, step):
+        seen.append(signal.getsignal(signal.SIGINT))
+        original(run_dir, step)
+    monkeypatch.setattr(ckpt, "record_checksum", record)
+    before = signal.getsignal(signal.SIGINT)
+    out = str(tmp_path / "run")
+    ppo.main(PPO_RUN + ["--out", out, "--eval-episodes", "0"])
+    assert seen and all(h is signal.SIG_IGN for h in seen)               # held off while saving
+    assert signal.getsignal(signal.SIGINT) is before                      # and given back

@@ -8,6 +8,7 @@ updates, and writes the outputs of a run directory:
     OUT/metrics.jsonl       one row per update and seed
     OUT/learning_curve.png  match rate, regret, return and loss against env steps
     OUT/checkpoints/        orbax checkpoints (every --checkpoint-every updates, at the end)
+    OUT/checksums.json      a SHA-256 of each checkpoint, verified before it is restored
     OUT/eval.json           the trained policy against the heuristics and the optimum
 
 Several devices (`--devices N`, default every local device) run the same program, data
@@ -44,6 +45,7 @@ import vte
 from train import multihost
 from vte import checkpoint as ckpt
 from vte import distributed as dist
+from vte.files import atomic_write, atomic_write_text
 from vte.network import SchedulerNet, make_policy
 
 # --------------------------------------------------------------------------
@@ -276,9 +278,12 @@ def build_parser(prog: str, description: str, defaults: dict,
     o = p.add_argument_group("outputs")
     o.add_argument("--out", metavar="DIR", default=d["out"], help="run directory")
     o.add_argument("--resume", metavar="DIR", default=None,
-                   help="continue the interrupted run in DIR from its last checkpoint "
-                        "(its saved configuration is used; other flags are ignored but "
-                        "for --stop-after-updates and the device and host flags)")
+                   help="continue the interrupted run in DIR from its newest good checkpoint "
+                        "with its saved configuration; only --stop-after-updates and the "
+                        "device and host flags may be given with it (others are refused)")
+    o.add_argument("--overwrite", action="store_true",
+                   help="replace the run already in --out (its config, metrics, curve, "
+                        "evaluation and checkpoints); without it a non-empty --out is refused")
     o.add_argument("--log-every", type=int, default=d["log_every"],
                    help="updates per compiled chunk: metrics and progress bar refresh")
     o.add_argument("--checkpoint-every", type=int, default=d["checkpoint_every"],
@@ -327,8 +332,9 @@ def validate(config: dict, ranges: dict | None = None) -> None:
         _need(isinstance(v, int) and v >= 1, name, v, "an integer >= 1")
     _need(config["eval_episodes"] >= 0, "eval_episodes", config["eval_episodes"],
           "an integer >= 0")
-    _need(isinstance(config["seed"], int) and -2**63 <= config["seed"] < 2**63, "seed",
-          config["seed"], "an integer in [-2**63, 2**63)")
+    # jax.random.PRNGKey keeps the low 32 bits (without x64): wider seeds would alias.
+    _need(isinstance(config["seed"], int) and 0 <= config["seed"] < 2**32, "seed",
+          config["seed"], "an integer in [0, 2**32)")
     batch = config["num_envs"] * config["num_steps"]
     _need(config["total_timesteps"] >= batch, "total_timesteps", config["total_timesteps"],
           f"at least num_envs * num_steps = {batch} (one update)")
@@ -377,7 +383,7 @@ def check_devices(config: dict, devices: int | None) -> int:
 
 def parse(argv, description: str, algorithm: str, defaults: dict,
           add_algorithm_flags: Callable, algorithm_keys: tuple, ranges: dict):
-    """Parse and check the flags: (config, out_dir, resume, stop_after, devices). Errors
+    """Parse and check the flags: (config, out_dir, resume, stop_after, devices, overwrite). Errors
     exit with a message naming the flag before any work starts."""
     parser = build_parser(f"train/{algorithm}.py", description, defaults, add_algorithm_flags)
     args = parser.parse_args(argv)
@@ -385,7 +391,8 @@ def parse(argv, description: str, algorithm: str, defaults: dict,
         multihost.initialize(args)
     except (ValueError, RuntimeError) as err:
         parser.error(str(err))
-    config, out, resume = _parse_config(parser, args, algorithm, algorithm_keys, ranges)
+    config, out, resume = _parse_config(parser, args, algorithm, algorithm_keys, ranges,
+                                        argv if argv is not None else sys.argv[1:])
     if args.stop_after_updates is not None and args.stop_after_updates < 1:
         parser.error(f"--stop-after-updates={args.stop_after_updates} is invalid: "
                      "allowed an integer >= 1")
@@ -393,16 +400,83 @@ def parse(argv, description: str, algorithm: str, defaults: dict,
         devices = check_devices(config, getattr(args, "devices", None))
     except ValueError as err:
         parser.error(str(err))
-    return config, out, resume, args.stop_after_updates, devices
+    return config, out, resume, args.stop_after_updates, devices, args.overwrite
 
 
-def _parse_config(parser, args, algorithm: str, algorithm_keys: tuple, ranges: dict):
+# Flags --resume accepts: they change how the run continues, not what it is.
+RESUME_FLAGS = {"--resume", "--stop-after-updates", "--devices", "--coordinator",
+                "--num-processes", "--process-id"}
+
+
+def _flags_given(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The long option names written on the command line (abbreviations resolved)."""
+    names = {opt for action in parser._actions for opt in action.option_strings
+             if opt.startswith("--")}
+    given = set()
+    for token in argv:
+        if not token.startswith("--") or token == "--":
+            continue
+        word = token.split("=", 1)[0]
+        match = [n for n in names if n == word] or [n for n in names if n.startswith(word)]
+        if len(match) == 1:
+            given.add(match[0])
+    return given
+
+
+RUN_FILES = (ckpt.CONFIG_FILE, "metrics.jsonl", "learning_curve.png", "eval.json",
+             ckpt.CHECKSUM_FILE, ckpt.CHECKPOINT_DIR)
+
+
+def check_out_dir(out: str, overwrite: bool) -> None:
+    """Raise ValueError unless `out` may receive a new run: absent or empty, or (with
+    `overwrite`) holding only a previous run's own files. Nothing is deleted here."""
+    if not out:
+        raise ValueError("--out '' is invalid: allowed a directory path")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"--out {out!r} is a file: allowed a directory (new or empty)")
+    if not os.path.isdir(out):
+        return
+    present = sorted(os.listdir(out))
+    if not present:
+        return
+    if not overwrite:
+        what = ("a run's checkpoints: continue it with --resume {0}, replace it with "
+                "--overwrite, or choose another --out" if ckpt.checkpoint_steps(out) else
+                "files ({1}): a new run needs an empty or new directory (--overwrite replaces "
+                "a previous run's files), or choose another --out")
+        raise ValueError(f"--out {out!r} already holds "
+                         + what.format(out, ", ".join(present[:5]) + (" ..." if len(present) > 5 else "")))
+    foreign = [name for name in present if name not in RUN_FILES]
+    if foreign:
+        raise ValueError(f"--out {out!r} holds files that are not a run's ({', '.join(foreign[:5])}): "
+                         "--overwrite replaces a previous run only; choose another --out")
+
+
+def clear_run_files(out: str) -> None:
+    """Delete a previous run's own files from `out` (after `check_out_dir(out, True)`)."""
+    import shutil
+    for name in RUN_FILES:
+        path = os.path.join(out, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.unlink(path)
+
+
+def _parse_config(parser, args, algorithm: str, algorithm_keys: tuple, ranges: dict,
+                  argv: list[str] = ()):
     """(config, out_dir, resume) of the flags: a run to continue, or a new one."""
     if args.resume is not None:
         try:
             config = ckpt.load_config(args.resume)
-        except FileNotFoundError as err:
+        except (FileNotFoundError, ckpt.CheckpointError) as err:
             parser.error(str(err))
+        refused = _flags_given(parser, argv) - RESUME_FLAGS
+        if refused:
+            parser.error(f"--resume {args.resume!r} continues the run with its saved "
+                         f"configuration, so {', '.join(sorted(refused))} would be ignored: "
+                         f"drop {'them' if len(refused) > 1 else 'it'} (allowed with --resume: "
+                         f"{', '.join(sorted(RESUME_FLAGS - {'--resume'}))})")
         if config.get("algorithm") != algorithm:
             parser.error(f"--resume {args.resume!r} is a {config.get('algorithm')!r} run, "
                          f"not {algorithm!r}")
@@ -424,19 +498,17 @@ def _parse_config(parser, args, algorithm: str, algorithm_keys: tuple, ranges: d
     if args.init_from is not None:
         try:
             source = ckpt.load_config(args.init_from)
-        except FileNotFoundError as err:
+        except (FileNotFoundError, ckpt.CheckpointError) as err:
             parser.error(f"--init-from: {err}")
         if source["hidden"] != config["hidden"]:
             parser.error(f"--init-from {args.init_from!r} holds a network of --hidden "
                          f"{source['hidden']}, this run asks for --hidden {config['hidden']}")
         if not ckpt.checkpoint_steps(args.init_from):
             parser.error(f"--init-from {args.init_from!r} holds no checkpoint to start from")
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        parser.error(f"--out {args.out!r} is a file: allowed a directory (new or empty of "
-                     "checkpoints)")
-    if ckpt.checkpoint_steps(args.out):
-        parser.error(f"--out {args.out!r} already holds a run's checkpoints: continue it with "
-                     f"--resume {args.out}, or choose another --out")
+    try:
+        check_out_dir(args.out, args.overwrite)
+    except ValueError as err:
+        parser.error(str(err))
     return config, args.out, False
 
 
@@ -502,27 +574,44 @@ def _on_mesh(tree, sharding: NamedSharding):
     return jax.tree_util.tree_map(put, tree)
 
 
-def _save(mngr: ocp.CheckpointManager, runner: Runner) -> None:
+def _save(mngr: ocp.CheckpointManager, runner: Runner, out: str) -> None:
     """Save the runner (as sharded: every process writes its part) and the policy's
-    parameters as host arrays, which load on any devices (`vte.load_policy`)."""
+    parameters as host arrays, which load on any devices (`vte.load_policy`), then record
+    the checkpoint's checksum. Ctrl-C is held off until both are done, so a second one
+    while saving leaves no half-written checkpoint."""
     step = int(np.asarray(runner.update)[0])
     if step in mngr.all_steps():
-        return
-    mngr.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(runner),
-        policy=ocp.args.StandardSave({"params": jax.device_get(runner.params["params"])})))
-    mngr.wait_until_finished()
+        if ckpt.verify_checkpoint(out, step) is None:
+            return
+        mngr.delete(step)                      # a damaged copy of this step: save it afresh
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:   # not the main thread: signals cannot be set, nor arrive here
+        previous = None
+    try:
+        mngr.save(step, args=ocp.args.Composite(
+            state=ocp.args.StandardSave(runner),
+            policy=ocp.args.StandardSave({"params": jax.device_get(runner.params["params"])})))
+        mngr.wait_until_finished()
+        if jax.process_index() == 0:
+            ckpt.record_checksum(out, step)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
-def _restore(mngr: ocp.CheckpointManager, abstract: Runner, shardings: Runner) -> Runner:
-    """The latest checkpoint, placed as `shardings` asks, whatever devices saved it."""
-    step = mngr.latest_step()
-    if step is None:
-        raise FileNotFoundError(f"no checkpoint to resume from in {mngr.directory}")
+def _restore(mngr: ocp.CheckpointManager, abstract: Runner, shardings: Runner,
+             out: str) -> Runner:
+    """The newest checkpoint that verifies against its checksum and restores, placed as
+    `shardings` asks, whatever devices saved it; damaged ones are named and skipped."""
     target = jax.tree_util.tree_map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, shardings)
-    return mngr.restore(step, args=ocp.args.Composite(
-        state=ocp.args.StandardRestore(target))).state
+
+    def restore(step):
+        return mngr.restore(step, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(target))).state
+    _, runner = ckpt.restore_newest_good(out, restore, sorted(mngr.all_steps()))
+    return runner
 
 
 def _rows(metrics: dict, first_update: int, config: dict, sps: float, elapsed: float,
@@ -588,16 +677,20 @@ def _compiled(config: dict, what, build: Callable):
 
 def run(config: dict, make_update: Callable, out: str, resume: bool = False,
         stop_after: int | None = None, progress: bool = True,
-        devices: int | None = None) -> dict:
+        devices: int | None = None, overwrite: bool = False) -> dict:
     """Train (or continue) a run on `devices` local devices of every process (None: all);
-    write its outputs (process 0). Returns the evaluation (or {})."""
+    write its outputs (process 0). Returns the evaluation (or {}).
+
+    A new run needs `out` absent or empty; `overwrite` first deletes a previous run's own
+    files there (and refuses a directory holding anything else)."""
     from tqdm.auto import tqdm
 
-    if not resume and ckpt.checkpoint_steps(out):
-        raise FileExistsError(f"{out!r} already holds checkpoints: use --resume {out} "
-                              "to continue that run, or another --out")
     mesh = training_mesh(check_devices(config, devices))
     primary = jax.process_index() == 0
+    if not resume:
+        check_out_dir(out, overwrite)
+        if overwrite and primary:
+            clear_run_files(out)
     mngr = ckpt.checkpoint_manager(out)
     if primary:
         ckpt.save_config(out, config)
@@ -614,7 +707,7 @@ def run(config: dict, make_update: Callable, out: str, resume: bool = False,
     abstract = jax.eval_shape(batched_init, keys, None)
     shardings = runner_shardings(abstract, mesh)
     if resume:
-        runner = _restore(mngr, abstract, shardings)
+        runner = _restore(mngr, abstract, shardings, out)
         start = int(np.asarray(runner.update)[0])
         rows = _read_rows(metrics_path, start) if primary else []
         elapsed = rows[-1]["time"] if rows else 0.0
@@ -623,10 +716,8 @@ def run(config: dict, make_update: Callable, out: str, resume: bool = False,
                            lambda: jax.jit(batched_init, out_shardings=shardings)
                            )(keys, init_params)
         start, rows, elapsed = 0, [], 0.0
-    if primary:
-        with open(metrics_path, "w") as f:
-            for row in rows:
-                f.write(json.dumps(row) + "\n")
+    if primary:   # rows past the restored checkpoint are dropped, in one atomic write
+        atomic_write_text(metrics_path, "".join(json.dumps(row) + "\n" for row in rows))
 
     def get_chunk(length):
         """`length` updates of every seed at once, compiled ahead of time for the mesh."""
@@ -671,9 +762,9 @@ def run(config: dict, make_update: Callable, out: str, resume: bool = False,
             bar.update(length)
             bar.set_postfix(_postfix(new_rows[-config["seeds"]:], sps))
             if u % ckpt_every == 0 or u == end:
-                _save(mngr, runner)
+                _save(mngr, runner, out)
     except KeyboardInterrupt:
-        _save(mngr, runner)
+        _save(mngr, runner, out)
         if bar is not None:
             bar.close()
         print(f"\ninterrupted after {int(np.asarray(runner.update)[0])} updates; checkpoint "
@@ -735,7 +826,7 @@ def plot_learning_curve(rows: list[dict], path: str, config: dict) -> None:
     fig.suptitle(f"{config['algorithm']}: {config['env']['num_nodes']} nodes, "
                  f"{config['num_envs']} envs")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
     plt.close(fig)
 
 
@@ -758,8 +849,7 @@ def evaluate_run(config: dict, params, out: str) -> dict:
     key = jax.random.fold_in(jax.random.PRNGKey(config["seed"]), 0x5EED_E7A1)
     results = evaluate(policies, eval_env_params(config), key, config["eval_episodes"])
     results = jax.tree_util.tree_map(lambda x: x.item() if hasattr(x, "item") else x, results)
-    with open(os.path.join(out, "eval.json"), "w") as f:
-        json.dump(results, f, indent=2)
+    atomic_write_text(os.path.join(out, "eval.json"), json.dumps(results, indent=2))
     print(format_table(results))
     return results
 
@@ -779,10 +869,12 @@ def format_table(results: dict) -> str:
 
 def main(argv, description: str, algorithm: str, defaults: dict, add_algorithm_flags,
          algorithm_keys: tuple, ranges: dict, make_update: Callable) -> dict:
-    config, out, resume, stop_after, devices = parse(
+    config, out, resume, stop_after, devices, overwrite = parse(
         argv, description, algorithm, defaults, add_algorithm_flags, algorithm_keys, ranges)
     try:
         return run(config, make_update, out, resume=resume, stop_after=stop_after,
-                   devices=devices)
+                   devices=devices, overwrite=overwrite)
     except KeyboardInterrupt:
         raise SystemExit(130) from None
+    except ckpt.CheckpointError as err:
+        raise SystemExit(f"error: {err}") from None

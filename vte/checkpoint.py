@@ -6,6 +6,8 @@ A training run (`train/ppo.py`, `train/imitate.py`) writes
     DIR/checkpoints/STEP/  orbax checkpoints: `policy` (network parameters, one set per
                            seed, stacked on a leading axis) and `state` (the full training
                            state, for `--resume`)
+    DIR/checksums.json     a SHA-256 of every saved checkpoint, verified before a restore:
+                           a damaged checkpoint is named and skipped for the newest good one
 
 and one call turns it back into a policy:
 
@@ -15,35 +17,127 @@ and one call turns it back into a policy:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sys
 from typing import Any, Callable
 
 import jax
 import orbax.checkpoint as ocp
 
+from vte.files import atomic_write_text
 from vte.network import SchedulerNet, make_policy
 
 CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoints"
+CHECKSUM_FILE = "checksums.json"
+
+
+class CheckpointError(ValueError):
+    """A run directory whose configuration or checkpoints cannot be trusted; one line."""
 
 
 def save_config(run_dir: str, config: dict) -> None:
-    """Write the run's configuration (JSON) next to its checkpoints."""
+    """Write the run's configuration (JSON) next to its checkpoints, atomically."""
     os.makedirs(run_dir, exist_ok=True)
-    with open(os.path.join(run_dir, CONFIG_FILE), "w") as f:
-        json.dump(config, f, indent=2, sort_keys=True)
+    atomic_write_text(os.path.join(run_dir, CONFIG_FILE),
+                      json.dumps(config, indent=2, sort_keys=True))
 
 
 def load_config(run_dir: str) -> dict:
-    """The configuration of a run directory; a clear error when it is not one."""
+    """The configuration of a run directory; a clear error when it is not one or is damaged."""
     path = os.path.join(run_dir, CONFIG_FILE)
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f"{run_dir!r} is not a training run directory: no {CONFIG_FILE} in it "
             "(expected the --out directory of train/ppo.py or train/imitate.py)")
-    with open(path) as f:
-        return json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{path} is damaged: not valid JSON ({err})") from None
+    if not isinstance(config, dict) or "hidden" not in config:
+        raise CheckpointError(f"{path} is damaged: not a training configuration "
+                              "(a JSON object with the run's flags, 'hidden' among them)")
+    return config
+
+
+def checkpoint_digest(run_dir: str, step: int) -> str:
+    """SHA-256 over the names and bytes of every file of checkpoint `step`."""
+    root = os.path.join(run_dir, CHECKPOINT_DIR, str(step))
+    digest = hashlib.sha256()
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, root).encode() + b"\0")
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _checksums(run_dir: str) -> dict[str, str]:
+    path = os.path.join(run_dir, CHECKSUM_FILE)
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path) as f:
+            table = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return {"damaged": "checksums.json"}                     # every step then fails verify
+    return table if isinstance(table, dict) else {"damaged": "checksums.json"}
+
+
+def record_checksum(run_dir: str, step: int) -> None:
+    """Store the digest of a just-saved checkpoint (and forget steps no longer on disk)."""
+    table = {k: v for k, v in _checksums(run_dir).items()
+             if k.isdigit() and int(k) in checkpoint_steps(run_dir)}
+    table[str(step)] = checkpoint_digest(run_dir, step)
+    atomic_write_text(os.path.join(run_dir, CHECKSUM_FILE), json.dumps(table, indent=1, sort_keys=True))
+
+
+def verify_checkpoint(run_dir: str, step: int) -> str | None:
+    """None when checkpoint `step` matches its stored checksum, else what is wrong (one line).
+
+    A checkpoint saved before checksums were kept (no checksums.json) is not verified here;
+    its restore still catches a damaged one.
+    """
+    table = _checksums(run_dir)
+    if "damaged" in table:
+        return f"{os.path.join(run_dir, CHECKSUM_FILE)} is damaged"
+    if not table:
+        return None
+    want = table.get(str(step))
+    if want is None:
+        return f"checkpoint {step} has no recorded checksum (its save did not finish)"
+    if checkpoint_digest(run_dir, step) != want:
+        return f"checkpoint {step} does not match its checksum (damaged or altered)"
+    return None
+
+
+def restore_newest_good(run_dir: str, restore: Callable[[int], Any], steps: list[int] | None = None):
+    """(step, restored) of the newest checkpoint that verifies and restores.
+
+    Each damaged one is reported on stderr in one line and skipped; with none left, a
+    CheckpointError lists them.
+    """
+    steps = checkpoint_steps(run_dir) if steps is None else steps
+    problems = []
+    for step in sorted(steps, reverse=True):
+        problem = verify_checkpoint(run_dir, step)
+        if problem is None:
+            try:
+                return step, restore(step)
+            except Exception as err:                               # orbax raises many kinds
+                first = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+                problem = f"checkpoint {step} cannot be restored ({type(err).__name__}: {first})"
+        problems.append(problem)
+        print(f"warning: {run_dir}: {problem}; trying an older one", file=sys.stderr)
+    raise CheckpointError(f"{run_dir}: no usable checkpoint"
+                          + (f" ({'; '.join(problems)})" if problems else ""))
 
 
 def checkpoint_manager(run_dir: str, max_to_keep: int | None = 3) -> ocp.CheckpointManager:
@@ -73,15 +167,18 @@ def load_variables(run_dir: str, seed: int = 0, step: int | None = None) -> dict
     steps = checkpoint_steps(run_dir)
     if not steps:
         raise FileNotFoundError(f"no checkpoint in {os.path.join(run_dir, CHECKPOINT_DIR)!r}")
-    step = steps[-1] if step is None else step
-    if step not in steps:
+    if step is not None and step not in steps:
         raise ValueError(f"step={step} is invalid: {run_dir!r} has checkpoints {steps}")
-    mngr = checkpoint_manager(run_dir, max_to_keep=None)
-    stacked = mngr.restore(step, args=ocp.args.Composite(policy=ocp.args.StandardRestore()))
     seeds = config.get("seeds", 1)
     if not 0 <= seed < seeds:
         raise ValueError(f"seed={seed} is invalid: the run trained seeds 0..{seeds - 1}")
-    return jax.tree_util.tree_map(lambda x: x[seed], stacked.policy)
+    mngr = checkpoint_manager(run_dir, max_to_keep=None)
+
+    def restore(s):
+        return mngr.restore(s, args=ocp.args.Composite(policy=ocp.args.StandardRestore())).policy
+    # An explicit step is that checkpoint or an error; the default is the newest good one.
+    _, stacked = restore_newest_good(run_dir, restore, [step] if step is not None else steps)
+    return jax.tree_util.tree_map(lambda x: x[seed], stacked)
 
 
 def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | None = None
@@ -102,4 +199,5 @@ def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | No
 
 
 __all__ = ["load_policy", "load_variables", "load_config", "save_config",
-           "checkpoint_manager", "checkpoint_steps", "network_from_config"]
+           "checkpoint_manager", "checkpoint_steps", "network_from_config", "CheckpointError",
+           "record_checksum", "verify_checkpoint", "restore_newest_good", "checkpoint_digest"]

@@ -19,6 +19,7 @@ import jax
 import numpy as np
 
 from vte.evaluate import COLUMNS, OPTIMAL, evaluate, table
+from vte.files import atomic_write, atomic_write_text, check_output_path
 from vte.heuristics import ALL
 from vte.params import EnvParams
 
@@ -36,11 +37,22 @@ def _params(assignments: list[str]) -> EnvParams:
             raise ValueError(f"--set {item!r} is invalid: allowed NAME=VALUE with NAME one "
                              f"of {sorted(fields)}")
         try:
-            kwargs[name] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            raise ValueError(f"--set {item!r} is invalid: VALUE must be a Python literal "
-                             f"(number, bool or tuple)") from None
+            parsed = ast.literal_eval(value)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            parsed = None
+        if not _is_number_tree(parsed):
+            raise ValueError(f"--set {item!r} is invalid: VALUE must be a number, a bool or "
+                             f"a tuple of numbers")
+        kwargs[name] = parsed
     return EnvParams(**kwargs)
+
+
+def _is_number_tree(value) -> bool:
+    """A number, a bool or a (nested) tuple/list of them: what an EnvParams field holds."""
+    if isinstance(value, (tuple, list)):
+        return len(value) > 0 and all(_is_number_tree(v) for v in value)
+    return isinstance(value, (bool, int, float)) and not (
+        isinstance(value, float) and value != value)
 
 
 def _policies(names: str | None) -> dict:
@@ -98,6 +110,13 @@ def main(argv: list[str] | None = None) -> dict:
 
     params = _params(args.set)
     policies = _policies(args.policies)
+    if not 0 <= args.seed < 2**32:    # PRNGKey keeps the low 32 bits: wider seeds would alias
+        raise ValueError(f"--seed {args.seed} is invalid: allowed an integer in [0, 2**32)")
+    if args.episodes < 1:
+        raise ValueError(f"--episodes {args.episodes} is invalid: allowed an integer >= 1")
+    check_output_path(args.json, "--json")          # before the work, not after it
+    if args.png:
+        check_output_path(args.png, "--png")
     start = time.perf_counter()
     results = evaluate(policies, params, jax.random.PRNGKey(args.seed), args.episodes)
     seconds = time.perf_counter() - start
@@ -106,13 +125,12 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"\n{args.episodes} episodes of {params.episode_len} decisions per policy, "
           f"{params.num_nodes} nodes, seed {args.seed}; {seconds:.1f} s wall "
           f"(compilation included)")
-    with open(args.json, "w") as f:
-        json.dump({"seed": args.seed, "num_episodes": args.episodes,
-                   "params": _jsonable(params), "wall_seconds": seconds,
-                   "results": results}, f, indent=2)
+    atomic_write_text(args.json, json.dumps({"seed": args.seed, "num_episodes": args.episodes,
+                                             "params": _jsonable(params), "wall_seconds": seconds,
+                                             "results": results}, indent=2))
     if args.png:
-        plot(results, args.png, f"{args.episodes} episodes, {params.num_nodes} nodes, "
-                                f"seed {args.seed}")
+        atomic_write(args.png, lambda tmp: plot(results, tmp, f"{args.episodes} episodes, "
+                                                f"{params.num_nodes} nodes, seed {args.seed}"))
     return results
 
 
