@@ -24,6 +24,8 @@ environment axis, so the reset stays conditional there too.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -157,9 +159,45 @@ def _action_index(action, n: int) -> tuple[jax.Array, jax.Array]:
     return a, (a >= 0) & (a <= n)
 
 
+_STATIC_FIELDS = tuple(f for f, spec in EnvParams.__dataclass_fields__.items()
+                       if not spec.metadata.get("pytree_node", True))
+
+
+@functools.lru_cache(maxsize=64)
+def _state_layout(static: tuple) -> list:
+    """[(path, shape, dtype)] of one environment's state for these static params fields."""
+    params = EnvParams(**dict(zip(_STATIC_FIELDS, static)))
+    shapes = jax.eval_shape(reset_state, jax.random.PRNGKey(0), params)
+    return [(jax.tree_util.keystr(path), leaf.shape, leaf.dtype)
+            for path, leaf in jax.tree_util.tree_leaves_with_path(shapes)]
+
+
+def check_state_shapes(state: EnvState, params: EnvParams) -> None:
+    """Raise ValueError naming the first field of `state` whose shape or dtype is not what
+    `params` makes (a state of another cluster size, queue or number of sites); shapes are
+    static, so this runs while tracing, before any work, eager or under jit and vmap."""
+    try:
+        want = _state_layout(tuple(getattr(params, f) for f in _STATIC_FIELDS))
+    except ValueError:   # defaults that do not fit these static fields: use the params as given
+        shapes = jax.eval_shape(reset_state, jax.random.PRNGKey(0), params)
+        want = [(jax.tree_util.keystr(path), leaf.shape, leaf.dtype)
+                for path, leaf in jax.tree_util.tree_leaves_with_path(shapes)]
+    got = [(jax.tree_util.keystr(path), np.shape(leaf), jnp.result_type(leaf))
+           for path, leaf in jax.tree_util.tree_leaves_with_path(state)]
+    if [p for p, _, _ in got] != [p for p, _, _ in want]:
+        raise ValueError("state is not a vte.EnvState of this version (its fields differ)")
+    for (path, shape, dtype), (_, shape0, dtype0) in zip(got, want):
+        if shape != shape0 or dtype != dtype0:
+            fields = ", ".join(f"{f}={getattr(params, f)}" for f in _STATIC_FIELDS
+                               if isinstance(getattr(params, f), int) and not isinstance(getattr(params, f), bool))
+            raise ValueError(f"state{path} has shape {shape} {dtype}, but these params ({fields}) "
+                             f"make {shape0} {dtype0}: the state comes from other params")
+
+
 def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
     """One decision and one time advance: (state, reward, terminated, truncated, info)."""
     check_param_shapes(params)
+    check_state_shapes(state, params)
     n = params.num_nodes
     seed = rng.seed_from_key(key)
     cl, nd, q = state.cluster, state.nodes, state.queue
@@ -199,7 +237,9 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     )
 
     # ADVANCE TIME: completions, failures and repairs, background load
-    t1 = state.time + params.step_seconds
+    # From the integer step count, not summed: float32 sums drift (288 s per step instead of
+    # 300 after a million steps); a product of exact integers is rounded once.
+    t1 = (state.steps + 1).astype(jnp.float32) * params.step_seconds
     w = rng.words(seed, _STREAM_NODES, (n, 2))
     # Up nodes fail with their per-step probability, failed ones are repaired with
     # repair_prob: one uniform per node decides both.
@@ -347,8 +387,12 @@ def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
       state: the current `EnvState`.
       action: () integer, in [0, num_nodes]; num_nodes = defer. Any other integer is an
         invalid action (penalised, changes nothing); a float, bool or complex dtype, or a
-        shape other than (), raises before any work.
-      params: `EnvParams`.
+        shape other than (), raises before any work. A concrete int64 outside int32 is
+        invalid too when called eagerly; an int64 argument of the caller's own `jax.jit`
+        or `jax.vmap` is cast to int32 by JAX (without x64) before this code sees it, so
+        pass int32 actions to transformed code.
+      params: `EnvParams`; a state made with other shape-deciding fields (`num_nodes`,
+        `queue_len`, `num_sites`, `slots_per_node`, ...) raises ValueError naming the field.
     Returns:
       obs, state, reward () float32, terminated () bool, truncated () bool, info dict with
       `optimal_action`, `regret`, `cost`, `optimal_cost`, `matched_optimal`,

@@ -109,7 +109,7 @@ class EnvParams:
     invalid_penalty: Any = 1.0
 
     def __post_init__(self):
-        if _is_user_value(self):
+        if _is_user_value(self) and not _is_axes_spec(self):
             _validate(self)
 
 
@@ -232,6 +232,16 @@ def _check_shares(p: EnvParams, name: str):
         _fail(name, getattr(p, name), f"{size} shares in [0, 1] that sum to 1")
 
 
+def _is_axes_spec(p: EnvParams) -> bool:
+    """True for a `jax.vmap` in_axes tree over params, e.g.
+    `jax.tree_util.tree_map(lambda _: None, params).replace(weights=0)`: every numeric field
+    None or a Python int (an axis), at least one None. Not a set of values, so not validated."""
+    def none(v):
+        return v is None or (isinstance(v, (tuple, list)) and all(x is None for x in v))
+    values = [getattr(p, name) for name in _NUMERIC_FIELDS]
+    return any(none(v) for v in values) and all(none(v) or type(v) is int for v in values)
+
+
 def _validate(p: EnvParams):
     _check_static_int("num_nodes", p.num_nodes, 1, 1 << 16)
     _check_static_int("queue_len", p.queue_len, 1, 1 << 12)
@@ -244,6 +254,10 @@ def _validate(p: EnvParams):
         _fail("mask_from_twin", p.mask_from_twin, "True or False")
 
     for name in _NUMERIC_FIELDS:
+        if getattr(p, name) is None or (isinstance(getattr(p, name), (tuple, list))
+                                        and any(v is None for v in getattr(p, name))):
+            _fail(name, getattr(p, name), "a number (None is only for a jax.vmap in_axes tree, "
+                  "where every other field is None or an axis too)")
         _check_numbers(p, name)
 
     active = _concrete(p.active_nodes)

@@ -337,7 +337,7 @@ def step(state: State, action: int, seed_or_rng, params):
             s.queue[name] = moved
         s.queue["valid"] = np.arange(k) < (count - 1 if place else count)
 
-    t1 = f32(s.time) + f32(params.step_seconds)
+    t1 = f32(s.steps + 1) * f32(params.step_seconds)          # from the step count: no drift
     w = words(seed, _STREAM_NODES, (n, 2))
     # An up node fails with its per-step probability; a failed one is repaired with the
     # per-step probability of a repair (mean repair_hours).

@@ -1,0 +1,66 @@
+"""The API's edges behave the same eager, under jit and under vmap: bad params, states of
+other params, wide integer actions, in_axes trees over params, and the clock."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import vte
+from tests.conftest import SMALL
+
+
+def test_none_in_a_params_field_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"EnvParams.arrival_rate=None is invalid"):
+        vte.EnvParams(arrival_rate=None)
+    with pytest.raises(ValueError, match=r"EnvParams.weights=\(1.0, None, 1.0\) is invalid"):
+        vte.EnvParams(weights=(1.0, None, 1.0))
+
+
+def test_an_in_axes_tree_over_params_is_accepted_and_vmaps():
+    axes = jax.tree_util.tree_map(lambda _: None, SMALL).replace(weights=0)
+    weights = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    key = jax.random.PRNGKey(0)
+    _, states = jax.vmap(vte.reset, in_axes=(None, axes))(key, SMALL.replace(weights=weights))
+    np.testing.assert_array_equal(np.asarray(states.weights), np.asarray(weights))
+
+
+@pytest.mark.parametrize("mode", ["eager", "jit", "vmap"])
+def test_a_state_of_other_params_is_refused_naming_the_field(mode):
+    key = jax.random.PRNGKey(0)
+    _, state = vte.reset(key, SMALL)
+    other = SMALL.replace(num_sites=SMALL.num_sites + 1)
+    step = {"eager": vte.step, "jit": jax.jit(vte.step, static_argnums=3)}.get(mode)
+    if mode == "vmap":
+        state = jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), state)
+        step = jax.vmap(vte.step, in_axes=(None, 0, None, None))
+    with pytest.raises(ValueError, match=r"state.cluster.link_delay has shape \(2, 2\).*num_sites=3"):
+        step(key, state, 0, other)
+    with pytest.raises(ValueError, match=r"num_nodes=9"):
+        step(key, state, 0, SMALL.replace(num_nodes=SMALL.num_nodes + 1))
+
+
+def test_an_int64_action_too_wide_for_int32_is_invalid_eagerly():
+    key = jax.random.PRNGKey(3)
+    _, state = vte.reset(key, SMALL)
+    node = int(np.argmax(np.asarray(state.scores.feasible[:-1])))         # a feasible node
+    wide = np.int64(2**32 + node)                                          # wraps to `node` in int32
+    eager = vte.step(key, state, wide, SMALL)[5]["invalid_action"]
+    assert bool(eager)
+    assert not bool(vte.step(key, state, np.int64(node), SMALL)[5]["invalid_action"])
+    # Under the caller's own jax.jit or jax.vmap, JAX casts an int64 argument to int32
+    # (x64 disabled) before vte's code runs: documented in vte.step (pass int32 actions).
+
+
+def test_the_clock_counts_steps_exactly_after_a_million_decisions():
+    params = SMALL.replace(episode_len=1 << 24)
+    key = jax.random.PRNGKey(0)
+    _, state = vte.reset(key, params)
+    state = state.replace(steps=jnp.int32(10**6), time=jnp.float32(123.0))   # a drifted clock
+    _, state, *_ = jax.jit(vte.step, static_argnums=3)(key, state, params.num_nodes, params)
+    assert float(state.time) == float(np.float32(10**6 + 1) * np.float32(params.step_seconds))
+    _, after, *_ = jax.jit(vte.step, static_argnums=3)(key, state, params.num_nodes, params)
+    # Each time is the float32 rounding of steps x step_seconds (not a float32 running sum):
+    # its error stays within one rounding (16 s at 3e8 s) however long the episode.
+    assert float(after.time) == float(np.float32(10**6 + 2) * np.float32(params.step_seconds))
+    assert int(after.steps) == 10**6 + 2
