@@ -11,6 +11,8 @@ allowed, before any work starts.
 
 from __future__ import annotations
 
+import ast
+
 from typing import Any
 
 import jax
@@ -322,4 +324,36 @@ def num_actions(params: EnvParams) -> int:
     return params.num_nodes + 1
 
 
-__all__ = ["EnvParams", "check_param_shapes", "num_actions"]
+def _is_number_tree(value) -> bool:
+    """A number, a bool or a (nested) tuple/list of them: what an EnvParams field holds."""
+    if isinstance(value, (tuple, list)):
+        return len(value) > 0 and all(_is_number_tree(v) for v in value)
+    return isinstance(value, (bool, int, float)) and not (
+        isinstance(value, float) and value != value)
+
+
+def parse_assignments(items: list[str], flag: str = "--set") -> dict:
+    """`NAME=VALUE` strings of a command line -> EnvParams keyword arguments.
+
+    VALUE is a Python literal: a number, a bool or a tuple of numbers. Raises ValueError
+    naming the item and what is allowed (an unknown NAME, None, a string, a bad literal).
+    """
+    fields = EnvParams.__dataclass_fields__
+    kwargs = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or name not in fields:
+            raise ValueError(f"{flag} {item!r} is invalid: allowed NAME=VALUE with NAME one "
+                             f"of {sorted(fields)}")
+        try:
+            parsed = ast.literal_eval(value)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            parsed = None
+        if not _is_number_tree(parsed):
+            raise ValueError(f"{flag} {item!r} is invalid: VALUE must be a number, a bool or "
+                             f"a tuple of numbers")
+        kwargs[name] = parsed
+    return kwargs
+
+
+__all__ = ["EnvParams", "check_param_shapes", "num_actions", "parse_assignments"]

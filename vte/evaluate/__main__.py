@@ -10,7 +10,6 @@ main metrics. Parameters not set keep the defaults of `vte.EnvParams`.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 import time
@@ -21,7 +20,7 @@ import numpy as np
 from vte.evaluate import COLUMNS, OPTIMAL, evaluate, table
 from vte.files import atomic_write, atomic_write_text, check_output_path
 from vte.heuristics import ALL
-from vte.params import EnvParams
+from vte.params import EnvParams, parse_assignments
 
 # Metrics drawn in the bar chart.
 PLOTTED = ("match_rate", "mean_regret", "cost_ratio", "energy", "mean_completion_time",
@@ -29,30 +28,7 @@ PLOTTED = ("match_rate", "mean_regret", "cost_ratio", "energy", "mean_completion
 
 
 def _params(assignments: list[str]) -> EnvParams:
-    fields = EnvParams.__dataclass_fields__
-    kwargs = {}
-    for item in assignments:
-        name, sep, value = item.partition("=")
-        if not sep or name not in fields:
-            raise ValueError(f"--set {item!r} is invalid: allowed NAME=VALUE with NAME one "
-                             f"of {sorted(fields)}")
-        try:
-            parsed = ast.literal_eval(value)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            parsed = None
-        if not _is_number_tree(parsed):
-            raise ValueError(f"--set {item!r} is invalid: VALUE must be a number, a bool or "
-                             f"a tuple of numbers")
-        kwargs[name] = parsed
-    return EnvParams(**kwargs)
-
-
-def _is_number_tree(value) -> bool:
-    """A number, a bool or a (nested) tuple/list of them: what an EnvParams field holds."""
-    if isinstance(value, (tuple, list)):
-        return len(value) > 0 and all(_is_number_tree(v) for v in value)
-    return isinstance(value, (bool, int, float)) and not (
-        isinstance(value, float) and value != value)
+    return EnvParams(**parse_assignments(assignments))
 
 
 def _policies(names: str | None) -> dict:

@@ -15,3 +15,10 @@ from vte.openb.policies import POLICIES, Policy
 from vte.openb.simulator import Log, binned, curves, replay
 from vte.openb.trace import NodeTable, PodTable, TraceError, load_nodes, load_pods
 from vte.openb.workload import Workload, build_workload, pod_arrays, typical_pods
+
+__all__ = [
+    "load_nodes", "load_pods", "NodeTable", "PodTable", "TraceError",
+    "Pod", "Spec", "State", "Typical", "make_spec", "feasible", "place", "select",
+    "POLICIES", "Policy", "Workload", "build_workload", "pod_arrays", "typical_pods",
+    "Log", "replay", "binned", "curves", "run_grid", "PUBLISHED",
+]

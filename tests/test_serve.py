@@ -1,0 +1,299 @@
+"""The DECICE server: conversion round trip, the HTTP contract, sequential placement,
+concurrent requests, export, and loading a trained run."""
+
+import json
+import subprocess
+import sys
+import threading
+import uuid
+
+import jax
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi")   # the dev extra installs it
+from fastapi.testclient import TestClient  # noqa: E402
+
+import vte  # noqa: E402
+from vte.serve import convert, schemas as S  # noqa: E402
+from vte.serve.app import API_KEY_HEADER, create_app  # noqa: E402
+from vte.serve.place import OPTIMAL, Placer, make_placer  # noqa: E402
+
+PARAMS = vte.EnvParams(num_nodes=8, queue_len=4, num_sites=2, slots_per_node=4, episode_len=6)
+KEY = "test-key"
+_reset, _step = jax.jit(vte.reset), jax.jit(vte.step)
+_OPTIMAL = Placer(OPTIMAL, PARAMS)       # one placer, so its compilations are shared
+
+
+def _state(seed: int, steps: int = 5):
+    """A state with running jobs: `steps` optimal decisions after a reset."""
+    _, state = _reset(jax.random.PRNGKey(seed), PARAMS)
+    for i in range(steps):
+        _, state, *_ = _step(jax.random.PRNGKey(100 + i), state, state.scores.optimum, PARAMS)
+    return jax.device_get(state)
+
+
+def _task(i: int, cpu: int, mem_mib: int = 1024, gpu=None) -> dict:
+    req = {"required_cpu": cpu, "required_memory": mem_mib}
+    if gpu:
+        req["required_gpu"] = gpu
+    return {"id": str(uuid.UUID(int=i + 1)), "requirements": req}
+
+
+def _node(node_id: str, cores: float, mem_gib: float = 64, util: float = 0.0, **info) -> dict:
+    return {"id": node_id, "node_info": info,
+            "metrics": {"cpu_cores": cores, "mem_total": mem_gib, "util": util, "mem_util": 0.0,
+                        "network_bandwidth_mbps": 1000.0, "free_disk_gb": 100.0,
+                        "total_disk_gb": 100.0}}
+
+
+def _body(tasks, nodes) -> dict:
+    return {"tasks": tasks, "cluster": {"vertexpools": [{"id": "pool-a", "nodes": nodes}]}}
+
+
+@pytest.fixture(scope="module")
+def client():
+    placer, name = make_placer("first_fit")
+    app = create_app(placer, name, api_key=KEY, window_ms=20.0)
+    with TestClient(app) as c:
+        yield c
+
+
+def _post(client, body, key=KEY):
+    headers = {} if key is None else {API_KEY_HEADER: key}
+    return client.post("/schedule", json=body, headers=headers)
+
+
+# --------------------------------------------------------------------------
+# Conversion
+# --------------------------------------------------------------------------
+
+def test_round_trip_keeps_every_reported_field():
+    state = _state(0)
+    cs = S.ClusterState.model_validate_json(convert.cluster_state(state).model_dump_json())
+    view = convert.cluster_view(cs, PARAMS)
+    idx = np.array([int(k.split("-")[1]) for k in view.node_ids])      # view row -> vte node
+    real = len(idx)
+    assert real == int(np.sum(state.cluster.mask)) and view.cluster.mask[:real].all()
+    assert not view.cluster.mask[real:].any()
+    for f in ("tier", "gpu_model", "labels", "site", "capacity", "speed", "bandwidth",
+              "power_idle", "power_peak", "failure_rate"):
+        np.testing.assert_array_equal(getattr(view.cluster, f)[..., :real],
+                                      np.asarray(getattr(state.cluster, f))[..., idx], err_msg=f)
+    np.testing.assert_array_equal(view.cluster.link_delay[:2, :2], state.cluster.link_delay)
+    for f in ("power", "up", "jobs"):
+        np.testing.assert_array_equal(getattr(view.twin, f)[:real],
+                                      np.asarray(getattr(state.twin, f))[idx], err_msg=f)
+    for f in ("util", "mem_util"):     # percent and back: float32 rounding at most
+        np.testing.assert_allclose(getattr(view.twin, f)[:real],
+                                   np.asarray(getattr(state.twin, f))[idx], rtol=1e-6)
+    # GPUs and disk exactly; cores and memory derived from utilisation (not overcommitted).
+    np.testing.assert_array_equal(view.twin.free[2:, :real], state.twin.free[2:, idx])
+    np.testing.assert_allclose(view.twin.free[:2, :real], state.twin.free[:2, idx], atol=1e-3)
+    assert int(view.twin.jobs.sum()) > 0                # running pods became jobs
+    # Tasks: every field of the valid requests.
+    ids = [uuid.UUID(int=k) for k in range(PARAMS.queue_len)]
+    tasks = convert.tasks_from_requests(state.queue, ids)
+    reqs = convert.task_requests(tasks, view, check_gpu_models=False)
+    valid = np.flatnonzero(state.queue.valid)
+    assert reqs.valid.sum() == len(valid) == len(tasks)
+    for f in ("demand", "work", "gpu_models", "required", "rejected", "preferred", "origin",
+              "latency_bound", "data_gb"):
+        np.testing.assert_array_equal(getattr(reqs, f)[:len(valid)],
+                                      np.asarray(getattr(state.queue, f))[valid], err_msg=f)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_optimal_on_the_converted_cluster_is_the_environment_optimum(seed):
+    state = _state(seed)
+    state = state.replace(queue=state.queue.replace(valid=np.arange(PARAMS.queue_len) < 1))
+    ids = [uuid.UUID(int=k) for k in range(PARAMS.queue_len)]
+    request = S.ScheduleRequest(tasks=convert.tasks_from_requests(state.queue, ids),
+                                cluster=convert.cluster_state(state))
+    view = convert.cluster_view(request.cluster, PARAMS)
+    nodes, costs = _OPTIMAL([view], [convert.task_requests(request.tasks, view)])
+    expected = int(state.scores.optimum)     # the environment's optimum of this state
+    if expected == PARAMS.num_nodes:
+        assert nodes[0, 0] == -1
+    else:
+        assert view.node_ids[nodes[0, 0]] == f"node-{expected}"
+        np.testing.assert_allclose(costs[0, 0], state.scores.cost[expected], rtol=1e-5)
+
+
+def test_defaults_for_what_decice_does_not_report():
+    cs = S.ClusterState.model_validate(_body([], [
+        _node("a", 8, gpu_model="nvidia-a100"),
+        {"id": "b", "metrics": {"cpu_cores": 4}}])["cluster"])
+    view = convert.cluster_view(cs, PARAMS)
+    assert view.num_nodes == convert.NODE_BUCKETS[0] and view.num_sites == convert.SITE_BUCKETS[0]
+    assert view.cluster.gpu_model[0] == 2 and view.cluster.capacity[2, 0] == 1   # one A100
+    assert view.twin.up[0] and not view.twin.up[1]        # b reports no memory: accepts nothing
+    assert view.cluster.labels[0] & (1 << vte.catalogue.LABELS.index("gpu"))
+    assert view.cluster.link_delay[0, 1] == convert.DEFAULT_LINK_DELAY_MS
+    # No power reported: the power model at the reported utilisation (idle at 0 %).
+    assert view.twin.power[0] == view.cluster.power_idle[0]
+
+
+def test_conversion_errors_name_the_value():
+    cs = S.ClusterState.model_validate(_body([], [_node("a", 8)])["cluster"])
+    with pytest.raises(convert.ConversionError, match="nvidia-v100"):
+        convert.gpu_index("nvidia-v100", "x")
+    with pytest.raises(convert.ConversionError, match="'quantum'"):
+        convert.cluster_view(S.ClusterState.model_validate(
+            _body([], [_node("a", 8, labels=["quantum"])])["cluster"]), PARAMS)
+    view = convert.cluster_view(cs, PARAMS)
+    bad = S.Task.model_validate({**_task(0, 1), "vte": {"origin_pool": "nowhere"}})
+    with pytest.raises(convert.ConversionError, match="'nowhere'"):
+        convert.task_requests([bad], view)
+
+
+# --------------------------------------------------------------------------
+# The HTTP contract
+# --------------------------------------------------------------------------
+
+def test_health(client):
+    r = client.get("/health")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["overall_status"] == "healthy"
+    assert body["components"]["policy"] == {"status": "OK", "details": "first_fit"}
+
+
+def test_201_places_and_names_the_strategy(client):
+    r = _post(client, _body([_task(0, 2)], [_node("a", 1), _node("b", 8)]))
+    assert r.status_code == 201, r.text
+    out = r.json()
+    assert out["placements"] == [{"task_id": str(uuid.UUID(int=1)), "target_node_ids": ["b"],
+                                  "strategy_used": "first_fit"}]
+    assert out["scheduling_duration_ms"] > 0
+
+
+@pytest.mark.parametrize("key", [None, "wrong"])
+def test_403_without_the_key(client, key):
+    r = _post(client, _body([_task(0, 1)], [_node("a", 8)]), key=key)
+    assert r.status_code == 403
+    assert API_KEY_HEADER in r.json()["detail"]
+
+
+def test_422_malformed_body_names_the_field(client):
+    body = _body([_task(0, 1)], [_node("a", 8)])
+    body["cluster"]["vertexpools"][0]["nodes"][0]["metrics"]["util"] = 140.0
+    r = _post(client, body)
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"][-1] == "util"
+    body = _body([_task(0, 1)], [_node("a", 8)])
+    body["cluster"]["vertexpools"][0]["nodes"][0]["metrics"]["gpu_temp"] = 40   # no extra keys
+    r = _post(client, body)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "gpu_temp"
+    r = client.post("/schedule", content=b"{not json", headers={API_KEY_HEADER: KEY})
+    assert r.status_code == 422
+
+
+def test_422_impossible_requests(client):
+    r = _post(client, _body([_task(0, 1, gpu="nvidia-h100")], [_node("a", 8)]))
+    assert r.status_code == 422 and "nvidia-h100" in r.json()["detail"]
+    r = _post(client, _body([_task(0, 1)], []))
+    assert r.status_code == 422 and "no node" in r.json()["detail"][0]["msg"]
+    r = _post(client, _body([_task(0, 1), _task(0, 2)], [_node("a", 8)]))
+    assert r.status_code == 422 and "more than once" in r.json()["detail"][0]["msg"]
+    r = _post(client, _body([_task(0, 1)], [_node("a", 8), _node("a", 4)]))
+    assert r.status_code == 422 and "more than once" in r.json()["detail"][0]["msg"]
+    assert client.get("/health").status_code == 200         # still serving
+
+
+def test_tasks_are_placed_on_the_cluster_the_previous_ones_left(client):
+    # Node a has 8 free cores: it fits one 6-core task, not two. b has 4 cores.
+    nodes = [_node("a", 8), _node("b", 4)]
+    r = _post(client, _body([_task(0, 6), _task(1, 6), _task(2, 3)], nodes))
+    assert r.status_code == 201
+    got = [p["target_node_ids"] for p in r.json()["placements"]]
+    assert got == [["a"], [], ["b"]]
+    # The GPU: one A100 on a, so a second GPU task fits nowhere.
+    nodes = [_node("a", 32, gpu_model="nvidia-a100", gpu_count=1), _node("b", 32)]
+    r = _post(client, _body([_task(0, 1, gpu="nvidia-a100"), _task(1, 1, gpu="nvidia-a100")],
+                            nodes))
+    assert [p["target_node_ids"] for p in r.json()["placements"]] == [["a"], []]
+
+
+def test_concurrent_requests_do_not_see_each_other(client):
+    # Each request's cluster has one node that fits its 6-core task only; answers must
+    # equal the answers of the same requests sent one by one.
+    bodies = [_body([_task(0, 6), _task(1, 6)],
+                    [_node(f"x{i}", 4), _node(f"y{i}", 6 + i % 3)]) for i in range(12)]
+    serial = [_post(client, b).json()["placements"] for b in bodies]
+    batches_before = client.app.state.batcher.batches
+    results = [None] * len(bodies)
+
+    def send(i):
+        results[i] = _post(client, bodies[i])
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r.status_code == 201 for r in results)
+    assert [r.json()["placements"] for r in results] == serial
+    assert all(p[0]["target_node_ids"] == [f"y{i}"] and p[1]["target_node_ids"] == []
+               for i, p in enumerate(serial))
+    # Micro-batching grouped some of them into one call.
+    assert client.app.state.batcher.batches - batches_before < len(bodies)
+
+
+def test_a_trained_run_serves(tmp_path):
+    from vte import checkpoint
+    net = vte.SchedulerNet(hidden=8, head_hidden=8)
+    obs, _ = vte.reset(jax.random.PRNGKey(0), PARAMS)
+    variables = net.init(jax.random.PRNGKey(1), obs)
+    run = tmp_path / "tiny"
+    checkpoint.save_config(str(run), {"hidden": 8, "seeds": 1, "env": {
+        "num_nodes": 8, "queue_len": 4, "episode_len": 6, "sample_weights": False,
+        "weights": [1.0, 2.0, 1.0]}})
+    stacked = jax.tree_util.tree_map(lambda x: np.asarray(x)[None], variables)
+    mngr = checkpoint.checkpoint_manager(str(run))
+    import orbax.checkpoint as ocp
+    mngr.save(1, args=ocp.args.Composite(policy=ocp.args.StandardSave(stacked)))
+    mngr.wait_until_finished()
+    placer, name = make_placer(str(run))
+    assert name == "tiny" and placer.params.queue_len == 4
+    assert tuple(placer.params.weights) == (1.0, 2.0, 1.0)
+    with TestClient(create_app(placer, name)) as c:
+        r = c.post("/schedule", json=_body([_task(0, 6)], [_node("a", 4), _node("b", 8)]))
+    assert r.status_code == 201
+    # An untrained network may defer; it never picks a, which cannot hold the task.
+    assert r.json()["placements"][0]["target_node_ids"] in ([], ["b"])
+    with pytest.raises(ValueError, match="no_such_policy"):
+        make_placer("no_such_policy")
+
+
+# --------------------------------------------------------------------------
+# Export and packaging
+# --------------------------------------------------------------------------
+
+def test_export_writes_requests_and_the_optimal_placements(tmp_path):
+    from vte.export import main
+    out = tmp_path / "decice"
+    files = main(["decice", "--episodes", "2", "--out", str(out), "--warmup-steps", "3",
+                  "--set", "num_nodes=8", "--set", "num_sites=2", "--set", "queue_len=4",
+                  "--set", "episode_len=6"])
+    assert len(files) == 2
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["files"] == ["episode_00000.json", "episode_00001.json"]
+    placer, name = make_placer(OPTIMAL)
+    placer.params = PARAMS
+    with TestClient(create_app(placer, name)) as c:
+        for f in files:
+            request = json.loads(open(f).read())
+            S.ScheduleRequest.model_validate(request)
+            optimal = json.loads(open(f.replace(".json", ".optimal.json")).read())
+            r = c.post("/schedule", json=request)
+            assert r.status_code == 201
+            assert r.json()["placements"] == optimal["placements"]
+            assert len(optimal["costs"]) == len(request["tasks"])
+
+
+def test_import_vte_does_not_import_fastapi():
+    code = "import sys, vte; print('fastapi' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,480 @@
+"""Conversion between DECICE's cluster state and vte's view of a cluster.
+
+    view = cluster_view(request.cluster, params)            # ClusterState -> vte
+    reqs = task_requests(request.tasks, view, num_tasks)    # [Task] -> Requests (T,)
+    state = cluster_state(env_state, params)                # vte -> ClusterState (export)
+    tasks = tasks_from_requests(env_state.queue, ...)       # vte queue -> [Task]
+
+Vertex pools become sites (in the order they are listed), links become the sites' delay
+matrix, node metrics become the twin's report (utilisation, free resources, power), GPU
+model and count, tier and labels come from `node_info`, `vertexpool_labels` and devices,
+and running pods become the nodes' jobs. What DECICE does not report takes the defaults
+of the table in `vte/serve/SERVE.md`. The conversion is exact for what DECICE reports:
+`cluster_view(cluster_state(s))` gives back every reported field of `s` (float32).
+
+Arrays are NumPy, padded to a node bucket N (`NODE_BUCKETS`) and a site bucket S
+(`SITE_BUCKETS`) so that a compiled policy serves many cluster sizes; padded nodes are
+masked off (`Cluster.mask`). Errors raise `ConversionError` naming the field, the bad
+value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+
+from vte import catalogue as C
+from vte.params import EnvParams
+from vte.serve import schemas as S
+from vte.types import Cluster, EnvState, Requests, Twin
+
+NODE_BUCKETS = (16, 64, 256, 1024, 4096)  # padded node counts N
+SITE_BUCKETS = (4, 16, 64)                # padded vertex-pool counts S
+TASK_BUCKETS = (1, 8, 64, 512)            # padded tasks per request T
+
+DEFAULT_WORK_S = 3600.0                   # run time of a task that states none, s
+# Delay between two pools without a link: two sites half the unit square apart.
+DEFAULT_LINK_DELAY_MS = C.LINK_BASE_DELAY_MS + 0.5 * C.LINK_DELAY_MS_PER_UNIT
+GPU_PREFIX = "nvidia-"
+# Pod statuses that hold resources on their node (compared lower-case; None counts too).
+RUNNING_STATUSES = ("running",)
+
+
+class ConversionError(ValueError):
+    """A request vte cannot convert or place (the server answers 422 with the message)."""
+
+
+# --------------------------------------------------------------------------
+# Names
+# --------------------------------------------------------------------------
+
+def gpu_index(name: str, where: str) -> int:
+    """Index into `catalogue.GPU_MODELS` of a GPU model name such as "nvidia-a100" (the
+    prefix and case are optional: "A100" works too)."""
+    key = name.strip().lower()
+    for prefix in (GPU_PREFIX, "nvidia_", "nvidia "):
+        key = key[len(prefix):] if key.startswith(prefix) else key
+    for i, model in enumerate(C.GPU_MODELS[1:], start=1):
+        if key == model.lower():
+            return i
+    allowed = [gpu_name(i) for i in range(1, C.NUM_GPU_MODELS)]
+    raise ConversionError(f"{where}={name!r} is not a GPU model vte knows: allowed {allowed}")
+
+
+def gpu_name(index: int) -> str:
+    """DECICE's name of GPU model `index` ("nvidia-a100")."""
+    return GPU_PREFIX + C.GPU_MODELS[index].lower()
+
+
+def label_mask(names, where: str) -> int:
+    """Bitmask over `catalogue.LABELS` of a list of label names."""
+    mask = 0
+    for name in names or ():
+        if name not in C.LABELS:
+            raise ConversionError(f"{where}: label {name!r} is unknown: allowed {list(C.LABELS)}")
+        mask |= 1 << C.LABELS.index(name)
+    return mask
+
+
+def label_names(mask: int) -> list[str]:
+    return [name for i, name in enumerate(C.LABELS) if (int(mask) >> i) & 1]
+
+
+def bucket(n: int, buckets: tuple[int, ...], what: str) -> int:
+    """The least bucket >= n."""
+    for b in buckets:
+        if n <= b:
+            return b
+    raise ConversionError(f"{what}: {n} is too many: allowed at most {buckets[-1]}")
+
+
+def _kind(tier: int, has_gpu: bool) -> int:
+    """Index into `catalogue.NODE_KINDS` of a tier with or without GPUs (as the scenario)."""
+    if tier == C.EDGE:
+        return C.NODE_KINDS.index("edge")
+    return (C.NODE_KINDS.index("cloud_cpu") if tier == C.CLOUD
+            else C.NODE_KINDS.index("hpc_cpu")) + int(has_gpu)
+
+
+def _mid(table: np.ndarray, kind: int, log: bool = False) -> float:
+    """Midpoint of a catalogue range (geometric for log-uniform ones)."""
+    lo, hi = (float(x) for x in table[kind])
+    return math.sqrt(lo * hi) if log else 0.5 * (lo + hi)
+
+
+# --------------------------------------------------------------------------
+# ClusterState -> vte
+# --------------------------------------------------------------------------
+
+@dataclass
+class ClusterView:
+    """A DECICE cluster as vte sees it.
+
+    cluster:  `vte.Cluster`, NumPy arrays padded to N nodes and S sites.
+    twin:     `vte.Twin`, the nodes' reported metrics (age 0), padded the same way.
+    node_ids: the DECICE id of node i, for i < number of real nodes.
+    pool_ids: the id of vertex pool s (site s), for s < number of pools.
+    """
+
+    cluster: Cluster
+    twin: Twin
+    node_ids: list[str]
+    pool_ids: list[str | None]
+
+    @property
+    def num_nodes(self) -> int:
+        return self.cluster.mask.shape[0]
+
+    @property
+    def num_sites(self) -> int:
+        return self.cluster.link_delay.shape[0]
+
+
+def _truthy_labels(labels: dict | None) -> set[str]:
+    """vte label names set in a DECICE labels dict (a key that is a label with a true
+    value, or the value of a "tier" key)."""
+    out = set()
+    for key, value in (labels or {}).items():
+        if key in C.LABELS and value not in (False, None, 0, "false", "False", ""):
+            out.add(key)
+        if key == "tier" and value in C.TIERS:
+            out.add(value)
+    return out
+
+
+def _running_pods(cs: S.ClusterState, index: dict[str, int], names: dict[str, int]):
+    """Running jobs and GPUs they hold per node index: (dict jobs, dict gpus)."""
+    jobs: dict[int, int] = {}
+    gpus: dict[int, float] = {}
+    for j, job in enumerate(cs.jobs or []):
+        for p, pod in enumerate(job.pods or []):
+            if pod.scheduled is False:
+                continue
+            if pod.status is not None and pod.status.lower() not in RUNNING_STATUSES:
+                continue
+            i = index.get(pod.node_id) if pod.node_id is not None else names.get(pod.nodename)
+            if i is None:
+                continue        # a pod on a node outside this view (documented)
+            held = (pod.info or {}).get("gpus", 0)
+            if (isinstance(held, bool) or not isinstance(held, (int, float))
+                    or not math.isfinite(held) or held < 0):
+                raise ConversionError(f"cluster.jobs[{j}].pods[{p}].info.gpus={held!r} is "
+                                      "invalid: allowed a number >= 0")
+            jobs[i] = jobs.get(i, 0) + 1
+            gpus[i] = gpus.get(i, 0.0) + float(held)
+    return jobs, gpus
+
+
+def cluster_view(cs: S.ClusterState, params: EnvParams, num_nodes: int | None = None,
+                 num_sites: int | None = None) -> ClusterView:
+    """vte's view of a DECICE cluster (see the module doc and SERVE.md for the rules).
+
+    Args:
+      cs: the validated cluster state.
+      params: the environment parameters (failure-rate scale).
+      num_nodes, num_sites: the padded sizes N and S; by default the least buckets.
+    """
+    pools = cs.vertexpools or []
+    nodes = [(s, node) for s, pool in enumerate(pools) for node in (pool.nodes or [])]
+    n_real = len(nodes)
+    n = num_nodes or bucket(n_real, NODE_BUCKETS, "cluster nodes")
+    s_pad = num_sites or bucket(max(len(pools), 1), SITE_BUCKETS, "cluster.vertexpools")
+    if n < n_real or s_pad < len(pools):
+        raise ConversionError(f"padded sizes N={n}, S={s_pad} are too small for {n_real} "
+                              f"nodes in {len(pools)} vertex pools")
+    node_ids = [node.key for _, node in nodes]
+    index = {k: i for i, k in enumerate(node_ids)}
+    names = {node.name: i for i, (_, node) in enumerate(nodes) if node.name is not None}
+    pool_ids = [p.id for p in pools]
+
+    # GPUs attached to a node as devices of its pool (device_info names node_id, gpu_model).
+    device_gpus: dict[int, list[int]] = {}
+    for s, pool in enumerate(pools):
+        for d, dev in enumerate(pool.devices or []):
+            info = dev.device_info or {}
+            i = index.get(info.get("node_id"))
+            if i is not None and info.get("gpu_model"):
+                device_gpus.setdefault(i, []).append(gpu_index(
+                    str(info["gpu_model"]),
+                    f"cluster.vertexpools[{s}].devices[{d}].device_info.gpu_model"))
+    jobs, held_gpus = _running_pods(cs, index, names)
+
+    f32 = np.float32
+    cap = np.zeros((C.NUM_RESOURCES, n), f32)
+    free = np.zeros((C.NUM_RESOURCES, n), f32)
+    tier = np.zeros(n, np.int32)
+    kind = np.zeros(n, np.int32)
+    gpu_model = np.zeros(n, np.int32)
+    labels = np.zeros(n, np.int32)
+    site = np.zeros(n, np.int32)
+    speed, bandwidth, p_idle, p_peak, rate, util, mem_util, power, njobs = (
+        np.zeros(n, f32) for _ in range(9))
+    up = np.zeros(n, bool)
+
+    for i, (s, node) in enumerate(nodes):
+        where = f"cluster.vertexpools[{s}].nodes[{node_ids[i]!r}]"
+        info = node.node_info or S.NodeInfo()
+        m = node.metrics or S.NodeMetrics()
+        names_set = _truthy_labels(pools[s].vertexpool_labels)
+        if info.labels is not None:
+            label_mask(info.labels, f"{where}.node_info.labels")   # checks the names
+            names_set |= set(info.labels)
+        if info.tier is not None:
+            if info.tier not in C.TIERS:
+                raise ConversionError(f"{where}.node_info.tier={info.tier!r} is invalid: "
+                                      f"allowed {list(C.TIERS)}")
+            t = C.TIERS.index(info.tier)
+        else:
+            t = C.EDGE if "edge" in names_set else C.HPC if "hpc" in names_set else C.CLOUD
+
+        model = (gpu_index(info.gpu_model, f"{where}.node_info.gpu_model")
+                 if info.gpu_model else 0)
+        devs = device_gpus.get(i, [])
+        count = info.gpu_count if info.gpu_count is not None else (
+            len(devs) if devs else int(model > 0))
+        if model == 0 and count > 0:
+            if not devs:
+                raise ConversionError(f"{where}.node_info.gpu_count={count} but no gpu_model: "
+                                      "allowed a gpu_model with a positive gpu_count")
+            model = devs[0]
+        if count == 0:
+            model = 0
+        k = _kind(t, count > 0)
+
+        cores = m.cpu_cores if m.cpu_cores is not None else 0.0
+        mem = m.mem_total if m.mem_total is not None else 0.0
+        disk_total = (m.total_disk_gb if m.total_disk_gb is not None
+                      else m.free_disk_gb if m.free_disk_gb is not None else 0.0)
+        disk_free = m.free_disk_gb if m.free_disk_gb is not None else disk_total
+        bw = (m.network_bandwidth_mbps if m.network_bandwidth_mbps is not None
+              else _mid(C.KIND_BANDWIDTH_MBPS, k, log=True))
+        u = (m.util if m.util is not None else 0.0) / 100.0
+        mu = (m.mem_util if m.mem_util is not None else 0.0) / 100.0
+
+        tier[i], kind[i], gpu_model[i], site[i] = t, k, model, s
+        cap[:, i] = (cores, mem, count, disk_total)
+        speed[i] = info.speed if info.speed is not None else _mid(C.KIND_SPEED, k)
+        bandwidth[i] = bw
+        p_idle[i] = (info.power_idle_watts if info.power_idle_watts is not None
+                     else _mid(C.KIND_IDLE_W, k))
+        p_peak[i] = max(info.power_peak_watts if info.power_peak_watts is not None
+                        else _mid(C.KIND_PEAK_W, k), p_idle[i])
+        rate[i] = (info.failures_per_hour if info.failures_per_hour is not None
+                   else float(C.KIND_FAILURE_RATE[k]) * float(params.failure_rate_scale))
+        derived = ({C.TIERS[t]} | ({"gpu"} if count > 0 else set())
+                   | ({"bigmem"} if mem >= C.BIGMEM_GIB else set())
+                   | ({"highnet"} if bw >= C.HIGHNET_MBPS else set()))
+        labels[i] = label_mask(sorted(names_set | derived), where)
+
+        util[i], mem_util[i] = u, mu
+        free[:, i] = (cap[C.CPU, i] * (f32(1.0) - f32(u)), cap[C.MEM, i] * (f32(1.0) - f32(mu)),
+                      count - held_gpus.get(i, 0.0), disk_free)
+        up[i] = (info.ready is not False) and m.cpu_cores is not None and m.mem_total is not None
+        njobs[i] = jobs.get(i, 0)
+        # A node that reports no power draws what the power model of
+        # `vte.scoring.measure` gives at its utilisation and held GPUs (0 when down).
+        power[i] = (m.power_watts if m.power_watts is not None else
+                    (p_idle[i] + (p_peak[i] - p_idle[i]) * f32(u)
+                     + C.GPU_WATTS[model] * held_gpus.get(i, 0.0)) if up[i] else 0.0)
+
+    delay = np.full((s_pad, s_pad), DEFAULT_LINK_DELAY_MS, f32)
+    np.fill_diagonal(delay, C.INTRA_SITE_DELAY_MS)
+    pool_index = {p: s for s, p in enumerate(pool_ids) if p is not None}
+    given = set()
+    for j, link in enumerate(cs.links or []):
+        ends = []
+        for end in ("vertexpool_a_id", "vertexpool_b_id"):
+            pid = getattr(link, end)
+            if pid not in pool_index:
+                raise ConversionError(f"cluster.links[{j}].{end}={pid!r} names no vertex "
+                                      f"pool: allowed {sorted(pool_index)}")
+            ends.append(pool_index[pid])
+        if link.network_delay_ms is None:
+            continue
+        a, b = ends
+        delay[a, b] = link.network_delay_ms
+        given.add((a, b))
+        if (b, a) not in given:
+            delay[b, a] = link.network_delay_ms
+
+    step_fail = -np.expm1(-rate.astype(np.float64) * float(params.step_seconds) / 3600.0)
+    cluster = Cluster(
+        mask=np.arange(n) < n_real, tier=tier, kind=kind, capacity=cap, gpu_model=gpu_model,
+        labels=labels, site=site, speed=speed, bandwidth=bandwidth, power_idle=p_idle,
+        power_peak=p_peak, failure_rate=rate, step_fail_prob=step_fail.astype(f32),
+        bg_mean=np.zeros(n, f32), link_delay=delay)
+    twin = Twin(util=util, mem_util=mem_util, free=free, power=power.astype(f32), up=up,
+                jobs=njobs, age=np.zeros(n, f32))
+    return ClusterView(cluster=cluster, twin=twin, node_ids=node_ids, pool_ids=pool_ids)
+
+
+# --------------------------------------------------------------------------
+# Task -> vte request
+# --------------------------------------------------------------------------
+
+_ALL_GPUS = sum(1 << i for i in range(1, C.NUM_GPU_MODELS))
+
+
+def gpu_model_present(accepted: int, view: ClusterView) -> bool:
+    """Whether some node of the view carries a GPU model of the bitmask `accepted`."""
+    models = view.cluster.gpu_model[view.cluster.mask]
+    return bool(np.any((accepted >> models) & 1 & (models > 0)))
+
+
+def task_requests(tasks: list[S.Task], view: ClusterView, num_tasks: int | None = None,
+                  check_gpu_models: bool = True) -> Requests:
+    """The tasks as vte requests, `Requests` with leading axis T (padded with invalid
+    slots to `num_tasks`, by default the least of `TASK_BUCKETS`).
+
+    Raises ConversionError for a GPU model vte does not know or (with
+    `check_gpu_models`) no node of the view has, an unknown label, or an origin pool that
+    is not in the cluster.
+    """
+    t_real = len(tasks)
+    t = num_tasks or bucket(max(t_real, 1), TASK_BUCKETS, "tasks")
+    if t < t_real:
+        raise ConversionError(f"padded size T={t} is too small for {t_real} tasks")
+    f32 = np.float32
+    demand = np.zeros((t, C.NUM_RESOURCES), f32)
+    work = np.full(t, DEFAULT_WORK_S, f32)
+    gpu_models, required, rejected, preferred, origin = (np.zeros(t, np.int32) for _ in range(5))
+    latency = np.full(t, C.NO_LATENCY_BOUND_MS, f32)
+    data_gb = np.zeros(t, f32)
+    pool_index = {p: s for s, p in enumerate(view.pool_ids) if p is not None}
+    models_present = {int(m) for m in view.cluster.gpu_model[view.cluster.mask] if m > 0}
+
+    for k, task in enumerate(tasks):
+        where = f"tasks[{k}]"
+        r, ext = task.requirements, task.vte or S.TaskExtension()
+        accepted = 0
+        if ext.accepted_gpus is not None:
+            for name in ext.accepted_gpus:
+                accepted |= 1 << gpu_index(name, f"{where}.vte.accepted_gpus[]")
+        elif r.required_gpu:
+            accepted = 1 << gpu_index(r.required_gpu, f"{where}.requirements.required_gpu")
+        gpus = ext.gpus if ext.gpus is not None else int(bool(r.required_gpu))
+        if gpus > 0 and accepted == 0:
+            accepted = _ALL_GPUS
+        if check_gpu_models and gpus > 0 and not gpu_model_present(accepted, view):
+            wanted = [gpu_name(m) for m in range(1, C.NUM_GPU_MODELS) if (accepted >> m) & 1]
+            have = [gpu_name(m) for m in sorted(models_present)]
+            raise ConversionError(f"{where}: GPU model {wanted} is on no node of the cluster "
+                                  f"(its nodes have {have or 'no GPU'})")
+        data = ext.data_gb if ext.data_gb is not None else 0.0
+        disk = ext.disk_gb if ext.disk_gb is not None else math.ceil(data)
+        demand[k] = (r.required_cpu, r.required_memory / 1024.0, gpus, disk)
+        work[k] = ext.work_s if ext.work_s is not None else (
+            task.time_limit if task.time_limit is not None else DEFAULT_WORK_S)
+        gpu_models[k] = accepted if gpus > 0 else 0
+        required[k] = label_mask(ext.required_labels, f"{where}.vte.required_labels")
+        rejected[k] = label_mask(ext.rejected_labels, f"{where}.vte.rejected_labels")
+        preferred[k] = label_mask(ext.preferred_labels, f"{where}.vte.preferred_labels")
+        if ext.origin_pool is not None:
+            if ext.origin_pool not in pool_index:
+                raise ConversionError(f"{where}.vte.origin_pool={ext.origin_pool!r} names no "
+                                      f"vertex pool: allowed {sorted(pool_index)}")
+            origin[k] = pool_index[ext.origin_pool]
+        if ext.latency_bound_ms is not None:
+            latency[k] = ext.latency_bound_ms
+        data_gb[k] = data
+
+    return Requests(valid=np.arange(t) < t_real, demand=demand, work=work,
+                    gpu_models=gpu_models, required=required, rejected=rejected,
+                    preferred=preferred, origin=origin, latency_bound=latency,
+                    data_gb=data_gb, archetype=np.zeros(t, np.int32))
+
+
+# --------------------------------------------------------------------------
+# vte -> ClusterState and tasks (export)
+# --------------------------------------------------------------------------
+
+def _f(x) -> float:
+    """A float32 value as the Python float that reads back to the same float32."""
+    return float(np.float32(x))
+
+
+def cluster_state(state: EnvState, last_updated: float | None = None) -> S.ClusterState:
+    """One environment state (no batch axis) as a DECICE `ClusterState`: sites become
+    vertex pools "pool-s", nodes "node-i" with their twin's report as metrics and vte's
+    static facts as `node_info`, site delays become links, running jobs become pods (their
+    held resources and remaining seconds in `Pod.info`)."""
+    cl, tw, nd = state.cluster, state.twin, state.nodes
+    mask = np.asarray(cl.mask)
+    s_count = np.asarray(cl.link_delay).shape[0]
+    pools = [S.VertexPool(id=f"pool-{s}", vertexpool_labels={}, nodes=[], devices=[])
+             for s in range(s_count)]
+    cap, free = np.asarray(cl.capacity), np.asarray(tw.free)
+    pods = []
+    active, demand = np.asarray(nd.job_active), np.asarray(nd.job_demand)
+    job_end, now = np.asarray(nd.job_end), float(np.asarray(state.time))
+    for i in np.flatnonzero(mask):
+        model = int(cl.gpu_model[i])
+        tier = C.TIERS[int(cl.tier[i])]
+        info = S.NodeInfo(
+            gpu_model=gpu_name(model) if model else None, gpu_count=int(cap[C.GPU, i]),
+            tier=tier, labels=label_names(cl.labels[i]), ready=bool(tw.up[i]),
+            speed=_f(cl.speed[i]), power_idle_watts=_f(cl.power_idle[i]),
+            power_peak_watts=_f(cl.power_peak[i]), failures_per_hour=_f(cl.failure_rate[i]))
+        metrics = S.NodeMetrics(
+            util=_f(np.float32(tw.util[i]) * np.float32(100.0)),
+            mem_util=_f(np.float32(tw.mem_util[i]) * np.float32(100.0)),
+            network_bandwidth_mbps=_f(cl.bandwidth[i]),
+            free_disk_gb=_f(max(free[C.DISK, i], 0.0)), total_disk_gb=_f(cap[C.DISK, i]),
+            cpu_cores=_f(cap[C.CPU, i]), mem_total=_f(cap[C.MEM, i]),
+            power_watts=_f(tw.power[i]))
+        node_id = f"node-{i}"
+        pools[int(cl.site[i])].nodes.append(S.Node(
+            id=node_id, name=node_id, system=tier, node_info=info, metrics=metrics))
+        for j in np.flatnonzero(active[:, i]):
+            held = demand[:, j, i]
+            pods.append(S.Pod(
+                id=f"pod-{i}-{j}", name=f"pod-{i}-{j}", scheduled=True, status="Running",
+                node_id=node_id, job_id="running",
+                info={"cpu_cores": int(held[C.CPU]), "memory_gib": int(held[C.MEM]),
+                      "gpus": int(held[C.GPU]), "disk_gib": int(held[C.DISK]),
+                      "remaining_s": _f(job_end[j, i] - now)}))
+    delay = np.asarray(cl.link_delay)
+    links = [S.Link(vertexpool_a_id=f"pool-{a}", vertexpool_b_id=f"pool-{b}",
+                    network_delay_ms=_f(delay[a, b]))
+             for a in range(s_count) for b in range(s_count) if a != b]
+    links += [S.Link(vertexpool_a_id=f"pool-{s}", vertexpool_b_id=f"pool-{s}",
+                     network_delay_ms=_f(delay[s, s])) for s in range(s_count)]
+    jobs = [S.Job(id="running", pods=pods)] if pods else []
+    return S.ClusterState(lastUpdated=last_updated, vertexpools=pools, links=links, jobs=jobs,
+                          cluster_info={"source": "vte"})
+
+
+def tasks_from_requests(queue: Requests, ids: list[uuid.UUID]) -> list[S.Task]:
+    """The valid requests of a queue (leading axis K, no batch axis) as DECICE tasks, with
+    vte's extra fields in `Task.vte`; `ids[k]` names request k."""
+    tasks = []
+    for k in np.flatnonzero(np.asarray(queue.valid)):
+        d = np.asarray(queue.demand[k])
+        accepted = int(queue.gpu_models[k])
+        names = [gpu_name(m) for m in range(1, C.NUM_GPU_MODELS) if (accepted >> m) & 1]
+        gpus = int(d[C.GPU])
+        bound = float(queue.latency_bound[k])
+        tasks.append(S.Task(
+            id=ids[k],
+            requirements=S.HardwareRequirements(
+                required_cpu=int(d[C.CPU]), required_memory=int(round(float(d[C.MEM]) * 1024)),
+                required_gpu=names[0] if gpus > 0 and names else None),
+            time_limit=max(int(math.ceil(float(queue.work[k]))), 1),
+            vte=S.TaskExtension(
+                gpus=gpus, accepted_gpus=names if gpus > 0 else [], work_s=_f(queue.work[k]),
+                data_gb=_f(queue.data_gb[k]), disk_gb=_f(d[C.DISK]),
+                required_labels=label_names(queue.required[k]),
+                rejected_labels=label_names(queue.rejected[k]),
+                preferred_labels=label_names(queue.preferred[k]),
+                origin_pool=f"pool-{int(queue.origin[k])}",
+                latency_bound_ms=None if bound >= C.NO_LATENCY_BOUND_MS else _f(bound))))
+    return tasks
+
+
+__all__ = ["ConversionError", "ClusterView", "cluster_view", "task_requests", "cluster_state",
+           "tasks_from_requests", "gpu_index", "gpu_name", "label_mask", "label_names",
+           "bucket", "NODE_BUCKETS", "SITE_BUCKETS", "TASK_BUCKETS", "DEFAULT_WORK_S",
+           "DEFAULT_LINK_DELAY_MS"]

@@ -1,0 +1,242 @@
+"""Placing a request's tasks one after the other with any vte policy, inside one compiled call.
+
+    placer = Placer(policy, params)           # a policy (key, obs, params) -> action, or OPTIMAL
+    nodes, costs = placer(views, requests)    # a batch of converted requests
+
+Task t sees the cluster as tasks 0..t-1 left it: each decision builds vte's observation
+with the environment's own code (`vte.observation.get_obs` on a state whose twin is the
+reported cluster and whose queue holds the tasks from t on, head first), the policy picks
+an action, and a placement on a node the reported metrics allow (`vte.scoring`'s
+feasibility, the observation's action mask) is booked on the twin (`book`). The
+`OPTIMAL` chooser takes `vte.scoring`'s optimum instead: the feasible node of least cost
+on the reported cluster.
+
+Compiled once per (batch, N, S, T) shape: requests are padded to node, site and task
+buckets (`vte.serve.convert`) and batches to `BATCH_BUCKETS`, so after warm-up no
+request recompiles. Deterministic: the key of task t of every request is
+`fold_in(PRNGKey(seed), t)`, so an answer does not depend on the batch it ran in.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vte import catalogue as C
+from vte import scoring
+from vte import twin as twin_lib
+from vte.observation import get_obs, static_node_features
+from vte.params import EnvParams
+from vte.serve import schemas as S
+from vte.serve.convert import ClusterView, bucket, cluster_view, task_requests
+from vte.types import Cluster, Counters, EnvState, Nodes, Observation, Requests, Twin
+
+OPTIMAL = "optimal"   # the chooser that takes vte's least-cost feasible node
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _idle_nodes(n: int, slots: int) -> Nodes:
+    """Ground-truth node state the observation does not read (zeros of the right shapes)."""
+    z = jnp.zeros((n,), jnp.float32)
+    return Nodes(bg_load=z, bg_next=z, up=jnp.ones((n,), bool),
+                 alloc=jnp.zeros((C.NUM_RESOURCES, n), jnp.float32), jobs=z,
+                 job_active=jnp.zeros((slots, n), bool),
+                 job_demand=jnp.zeros((C.NUM_RESOURCES, slots, n), jnp.uint16),
+                 job_end=jnp.zeros((slots, n), jnp.float32))
+
+
+def _zero_counters() -> Counters:
+    z = jnp.zeros((), jnp.int32)
+    f = jnp.zeros((), jnp.float32)
+    return Counters(placed=z, deferred=z, invalid=z, dropped=z, jobs_lost=z, completed=z,
+                    matched=z, regret=f, energy=f)
+
+
+def observe(cluster: Cluster, twin: Twin, queue: Requests, weights: jax.Array,
+            step: jax.Array, params: EnvParams):
+    """(Observation, HeadScores) of the head of `queue` (K,) on the reported cluster.
+
+    The scoring reads the twin (the reported metrics are all the server knows), so the
+    action mask is the feasibility on what the nodes report. Pure; jit and vmap."""
+    n = cluster.mask.shape[0]
+    scores = scoring.score_request(cluster, twin_lib.as_metrics(twin), scoring.head(queue),
+                                   weights, params)
+    state = EnvState(cluster=cluster, nodes=_idle_nodes(n, params.slots_per_node), queue=queue,
+                     incoming=queue, twin=twin, scores=scores, counters=_zero_counters(),
+                     node_static=static_node_features(cluster), weights=weights,
+                     time=jnp.zeros((), jnp.float32), steps=step)
+    return get_obs(state, params), scores
+
+
+def book(twin: Twin, cluster: Cluster, demand: jax.Array, node: jax.Array,
+         place: jax.Array) -> Twin:
+    """The twin after placing `demand` (R,) on `node` when `place` (() bool).
+
+    The node holds `scoring.held_demand(demand)` (whole units) more: its free resources
+    fall by it, its job count rises by one, and its utilisation and power follow
+    `scoring.measure`'s formulas (util = clip(used / cap, 0, 1) with used = cap - free;
+    power rises by (P_peak - P_idle) times the utilisation's rise plus the GPUs' watts)."""
+    n = cluster.mask.shape[0]
+    on = place & (jnp.arange(n) == node)                                     # (N,)
+    held = scoring.held_demand(demand).astype(jnp.float32)
+    free = twin.free - jnp.where(on, held[:, None], 0.0)
+    cap = cluster.capacity
+    util = jnp.where(on, jnp.clip((cap[C.CPU] - free[C.CPU]) / jnp.maximum(cap[C.CPU], 1.0),
+                                  0.0, 1.0), twin.util)
+    mem_util = jnp.where(on, jnp.clip((cap[C.MEM] - free[C.MEM]) / jnp.maximum(cap[C.MEM], 1.0),
+                                      0.0, 1.0), twin.mem_util)
+    rise = ((cluster.power_peak - cluster.power_idle) * (util - twin.util)
+            + scoring.lookup(C.GPU_WATTS, cluster.gpu_model) * held[C.GPU])
+    return twin.replace(free=free, util=util, mem_util=mem_util,
+                        power=jnp.where(on, twin.power + rise, twin.power),
+                        jobs=twin.jobs + on.astype(jnp.float32))
+
+
+def place_tasks(choose: Callable, cluster: Cluster, twin: Twin, tasks: Requests,
+                weights: jax.Array, key: jax.Array, params: EnvParams):
+    """Place tasks (T,) one after the other on one cluster.
+
+    Args:
+      choose: `(key, obs, scores) -> action` () int32, in [0, N] (N = none).
+      cluster, twin: the converted cluster (N nodes).
+      tasks: `Requests` with leading axis T (invalid slots are padding).
+    Returns:
+      node (T,) int32, the node of each task or -1 when it is not placed;
+      cost (T,) float32, vte's cost of that placement (0 when not placed).
+    """
+    n, k = cluster.mask.shape[0], params.queue_len
+    pad = jax.tree_util.tree_map(
+        lambda x: jnp.concatenate([x, jnp.zeros((k,) + x.shape[1:], x.dtype)]), tasks)
+    pad = pad.replace(valid=pad.valid.at[tasks.valid.shape[0]:].set(False))
+
+    def body(tw, t):
+        queue = jax.tree_util.tree_map(lambda x: jax.lax.dynamic_slice_in_dim(x, t, k), pad)
+        obs, scores = observe(cluster, tw, queue, weights, t % params.episode_len, params)
+        a = jnp.clip(jnp.asarray(choose(jax.random.fold_in(key, t), obs, scores), jnp.int32),
+                     0, n)
+        ok = (a < n) & scores.feasible[a]
+        tw = book(tw, cluster, queue.demand[0], a, ok)
+        return tw, (jnp.where(ok, a, -1), jnp.where(ok, scores.cost[a], 0.0))
+
+    _, (nodes, costs) = jax.lax.scan(body, twin, jnp.arange(tasks.valid.shape[0]))
+    return nodes, costs
+
+
+def _chooser(policy, params: EnvParams) -> Callable:
+    if isinstance(policy, str):
+        if policy != OPTIMAL:
+            raise ValueError(f"policy={policy!r} is invalid: allowed a callable "
+                             f"(key, obs, params) -> action or {OPTIMAL!r}")
+        return lambda key, obs, scores: scores.optimum
+    return lambda key, obs, scores: policy(key, obs, params)
+
+
+def _stack(trees: Sequence, size: int):
+    """Stack pytrees of NumPy arrays along a new leading axis, padded to `size` by repeating
+    the first."""
+    trees = list(trees) + [trees[0]] * (size - len(trees))
+    return jax.tree_util.tree_map(lambda *xs: np.stack(xs), *trees)
+
+
+class Placer:
+    """A policy compiled for batches of converted requests.
+
+    Args:
+      policy: `(key, obs, params) -> action` (a heuristic of `vte.heuristics.ALL`, a
+        loaded `vte.load_policy`), or OPTIMAL.
+      params: environment parameters (queue length, slots per node, weights, ...);
+        `num_nodes` and `num_sites` are replaced by each request's buckets.
+      seed: the key of every decision derives from it (deterministic answers).
+    """
+
+    def __init__(self, policy, params: EnvParams, seed: int = 0):
+        self.params = params
+        self._key = jax.random.PRNGKey(seed)
+        self._policy = policy
+        self._compiled: dict[tuple[int, int], Callable] = {}
+
+    def _fn(self, n: int, s: int) -> Callable:
+        if (n, s) not in self._compiled:
+            params = self.params.replace(num_nodes=n, num_sites=s)
+            choose = _chooser(self._policy, params)
+
+            def one(cluster, twin, tasks, weights):
+                return place_tasks(choose, cluster, twin, tasks, weights, self._key, params)
+
+            self._compiled[(n, s)] = jax.jit(jax.vmap(one))
+        return self._compiled[(n, s)]
+
+    def weights(self) -> np.ndarray:
+        return np.broadcast_to(np.asarray(self.params.weights, np.float32), (3,))
+
+    def __call__(self, views: Sequence[ClusterView], requests: Sequence[Requests]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Place every request's tasks on its own cluster; all views share (N, S) and all
+        requests T. Returns nodes (B, T) int32 (-1: not placed) and costs (B, T) float32."""
+        b = len(views)
+        size = bucket(b, BATCH_BUCKETS, "batch")
+        n, s = views[0].num_nodes, views[0].num_sites
+        fn = self._fn(n, s)
+        nodes, costs = fn(_stack([v.cluster for v in views], size),
+                          _stack([v.twin for v in views], size),
+                          _stack(list(requests), size),
+                          np.broadcast_to(self.weights(), (size, 3)))
+        return np.asarray(nodes)[:b], np.asarray(costs)[:b]
+
+    def warmup(self, nodes: Sequence[int], sites: Sequence[int] = (4,),
+               tasks: Sequence[int] = (1,), batches: Sequence[int] = BATCH_BUCKETS) -> int:
+        """Compile every (batch, N, S, T) combination given; returns how many."""
+        count = 0
+        for n in nodes:
+            for s in sites:
+                cs = S.ClusterState(vertexpools=[S.VertexPool(id="warmup", nodes=[S.Node(
+                    id="warmup", metrics=S.NodeMetrics(cpu_cores=1, mem_total=1))])])
+                view = cluster_view(cs, self.params, num_nodes=n, num_sites=s)
+                for t in tasks:
+                    task = S.Task(id=uuid.UUID(int=0), requirements=S.HardwareRequirements(
+                        required_cpu=1, required_memory=1))
+                    req = task_requests([task], view, num_tasks=t)
+                    for b in batches:
+                        self([view] * b, [req] * b)
+                        count += 1
+        return count
+
+
+def make_placer(policy: str, weights: Sequence[float] | None = None, seed: int = 0
+                ) -> tuple[Placer, str]:
+    """A placer from a policy argument: OPTIMAL, a heuristic name of
+    `vte.heuristics.ALL`, or a training run directory (`vte.load_policy`). Returns the
+    placer and the policy's name (the run directory's last component for a run).
+
+    The environment parameters are the defaults of `vte.EnvParams`, with a run's
+    `queue_len`, `episode_len` and `weights` from its configuration; `weights`
+    (performance, energy, reliability) overrides the weights."""
+    import os
+
+    from vte import checkpoint, heuristics
+    allowed = f"{OPTIMAL!r}, one of {sorted(heuristics.ALL)} or a training run directory"
+    kwargs = {}
+    if policy == OPTIMAL:
+        fn, name = OPTIMAL, OPTIMAL
+    elif policy in heuristics.ALL:
+        fn, name = heuristics.ALL[policy], policy
+    elif os.path.isdir(policy):
+        config = checkpoint.load_config(policy)
+        env = config.get("env", {})
+        kwargs = {k: env[k] for k in ("queue_len", "episode_len") if k in env}
+        if "weights" in env:
+            kwargs["weights"] = tuple(env["weights"])
+        fn = checkpoint.load_policy(policy)
+        name = os.path.basename(os.path.normpath(policy))
+    else:
+        raise ValueError(f"--policy {policy!r} is invalid: allowed {allowed}")
+    if weights is not None:
+        kwargs["weights"] = tuple(float(w) for w in weights)
+    return Placer(fn, EnvParams(**kwargs), seed), name
+
+
+__all__ = ["OPTIMAL", "BATCH_BUCKETS", "Placer", "make_placer", "place_tasks", "observe", "book"]
