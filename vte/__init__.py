@@ -29,6 +29,15 @@ from vte.types import (Cluster, Counters, EnvState, HeadScores, Metrics, Nodes, 
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name):
+    # `vte.render` (pictures; imports matplotlib) loads on first use. The module is callable:
+    # vte.render(state, params) -> Figure; vte.render.frame(...) -> (720, 1280, 3) uint8.
+    if name == "render":
+        import importlib
+        return importlib.import_module("vte.render")
+    raise AttributeError(f"module 'vte' has no attribute {name!r}")
+
 __all__ = [
     "EnvParams", "num_actions", "reset", "step", "step_env", "get_obs", "rescore",
     "node_costs", "optimal_action", "measure",
