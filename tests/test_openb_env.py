@@ -1,0 +1,125 @@
+"""The OpenB replay as an RL environment: API, masks, invalid actions, auto-reset, and an
+episode under a published policy equal to the replay's."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vte.openb import env as oenv
+from vte.openb import policies, simulator, workload
+from tests.test_openb import small_trace
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    return small_trace(tmp_path_factory.mktemp("trace"), pods=40, seed=3)
+
+
+@pytest.fixture(scope="module")
+def params(trace):
+    nodes, pods = trace
+    return oenv.make_params(nodes, pods, seeds=[5, 6, 7])
+
+
+STEP = jax.jit(oenv.step)
+STEP_ENV = jax.jit(oenv.step_env)
+RESET = jax.jit(oenv.reset)
+
+
+def test_reset_and_step_shapes_masks_and_vmap(params):
+    n = params.num_nodes
+    obs, state = RESET(jax.random.PRNGKey(0), params)
+    assert obs.nodes.shape == (n, 13 + params.num_models) and obs.nodes.dtype == jnp.float32
+    assert obs.pod.shape == (5 + params.num_models,) and obs.action_mask.shape == (n + 1,)
+    mask = np.asarray(obs.action_mask)
+    assert mask[:-1].any() and not mask[-1]                     # a node fits: no "cannot place"
+    keys = jax.random.split(jax.random.PRNGKey(1), 6)
+    obs_b, states = jax.vmap(oenv.reset, (0, None))(keys, params)
+    actions = jnp.argmax(obs_b.action_mask, axis=-1).astype(jnp.int32)
+    out = jax.vmap(oenv.step, (0, 0, 0, None))(keys, states, actions, params)
+    for s in range(6):
+        one = oenv.step(keys[s], jax.tree_util.tree_map(lambda x: x[s], states), actions[s], params)
+        np.testing.assert_array_equal(np.asarray(one[2]), np.asarray(out[2][s]))
+        np.testing.assert_array_equal(np.asarray(one[0].nodes), np.asarray(out[0].nodes[s]))
+    assert np.isfinite(np.asarray(out[0].nodes)).all()
+    again = RESET(jax.random.PRNGKey(0), params)[1]
+    assert int(again.workload) == int(state.workload)           # deterministic per key
+
+
+def test_invalid_actions_fail_the_pod_change_nothing_and_are_penalised(params):
+    obs, state = RESET(jax.random.PRNGKey(2), params)
+    n = params.num_nodes
+    mask = np.asarray(obs.action_mask)
+    bad_node = int(np.argmin(mask[:-1])) if not mask[:-1].all() else None
+    candidates = [n, n + 1, -1] + ([bad_node] if bad_node is not None else [])
+    for action in candidates:
+        _, after, reward, _, _, info = STEP_ENV(jax.random.PRNGKey(0), state, jnp.int32(action), params)
+        assert bool(info["invalid_action"]) and bool(info["failed"]), action
+        assert float(reward) == -1.0
+        np.testing.assert_array_equal(np.asarray(after.cluster.gpu_free), np.asarray(state.cluster.gpu_free))
+        assert int(after.t) == int(state.t) + 1 and int(after.invalid) == 1
+    good = int(np.argmax(mask[:-1]))
+    _, after, reward, _, _, info = STEP_ENV(jax.random.PRNGKey(0), state, jnp.int32(good), params)
+    assert bool(info["placed"]) and not bool(info["invalid_action"])
+    pod = oenv.current_pod(state, params)
+    assert float(reward) == pytest.approx(int(pod.num_gpus) * int(pod.gpu_milli) / 1000)
+    with pytest.raises(TypeError, match="action must be one integer"):
+        oenv.step_env(jax.random.PRNGKey(0), state, jnp.float32(1.0), params)
+
+
+@pytest.mark.parametrize("name", ["best_fit", "fgd"])
+def test_an_episode_under_a_published_policy_equals_the_replay(trace, params, name):
+    """Driving the environment with `policy_action(best_fit)` gives the replay's log (the
+    environment's GPU rule is best fit, that policy's own)."""
+    nodes, pods = trace
+    act = jax.jit(oenv.policy_action(policies.POLICIES[name]))
+    obs, state = RESET(jax.random.PRNGKey(4), params)
+    w = int(state.workload)
+    used, total_reward = [], 0.0
+    for t in range(int(params.length[w])):
+        a = act(jax.random.PRNGKey(t), state, params)
+        obs, state, reward, terminated, _, info = STEP_ENV(jax.random.PRNGKey(t), state, a, params)
+        used.append(int(info["used_milli"]))
+        total_reward += float(reward)
+        assert bool(terminated) == (t == int(params.length[w]) - 1)
+    works = workload.build_workload(pods, nodes, [5, 6, 7][w], 1.3)
+    log = simulator.replay(policies.POLICIES[name], params.nodes.replace(
+        cpu_milli=params.nodes.cpu_milli[w], memory_mib=params.nodes.memory_mib[w],
+        num_gpus=params.nodes.num_gpus[w], model=params.nodes.model[w],
+        gpu_exists=params.nodes.gpu_exists[w]), workload.pod_arrays(pods, [works]),
+        works.rank[None], jax.random.PRNGKey(0)[None], chunk=64)
+    if name == "best_fit":                    # same GPU rule: the very same run
+        np.testing.assert_array_equal(np.asarray(used), log.used[0])
+        assert int(state.failed) == int((log.valid & ~log.placed).sum())
+    assert total_reward == pytest.approx(used[-1] / 1000, abs=1e-3)      # return = GPUs allocated
+
+
+def test_auto_reset_at_the_last_pod_keeps_the_final_observation(params):
+    obs, state = RESET(jax.random.PRNGKey(8), params)
+    w = int(state.workload)
+    state = state.replace(t=params.length[w] - 1)
+    action = jnp.int32(params.num_nodes)
+    pod_mask = oenv.get_obs(state, params).action_mask
+    if not bool(pod_mask[-1]):
+        action = jnp.argmax(pod_mask).astype(jnp.int32)
+    obs, after, _, terminated, truncated, info = STEP(jax.random.PRNGKey(9), state, action, params)
+    assert bool(terminated) and not bool(truncated)
+    assert int(after.t) == 0 and int(after.arrived) == 0 and int(after.failed) == 0
+    assert float(info["final_observation"].progress) > 0.0 and float(obs.progress) == 0.0
+
+
+def test_sub_clusters_scale_the_workload(trace):
+    nodes, pods = trace
+    sub = oenv.make_params(nodes, pods, seeds=[1, 2], subset=5)
+    assert sub.num_nodes == 5
+    for w in range(2):
+        demand = int(np.sum(np.asarray(sub.pods.num_gpus[w]) * np.asarray(sub.pods.gpu_milli[w])))
+        cluster_milli = int(np.sum(np.asarray(sub.nodes.num_gpus[w]))) * 1000
+        assert demand <= 1.3 * cluster_milli
+    _, state = oenv.reset(jax.random.PRNGKey(0), sub)
+    assert state.cluster.gpu_free.shape == (8, 5)
+    with pytest.raises(ValueError, match="subset=0 is invalid"):
+        oenv.make_params(nodes, pods, seeds=[1], subset=0)
+    with pytest.raises(ValueError, match="seeds is empty"):
+        oenv.make_params(nodes, pods, seeds=[])

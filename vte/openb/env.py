@@ -1,0 +1,239 @@
+"""The OpenB replay as a reinforcement-learning environment, with vte's API.
+
+    params = make_params(nodes, pods, seeds=range(100))            # a bank of workloads
+    obs, state = reset(key, params)
+    obs, state, reward, terminated, truncated, info = step(key, state, action, params)
+
+One decision per arriving pod. The action is a node index in [0, N) (masked by the
+filter of OPENB.md section 3) or N, "cannot place", the only valid action when no node
+fits. The GPU inside the chosen node follows a fixed rule (`GPU_RULE`): whole-GPU pods
+take the lowest-indexed idle GPUs, a shared pod takes the fitting GPU with the least free
+milli (lowest index on ties), as BestFit, DotProd, GpuPacking and GpuClustering do.
+
+Reward: the GPUs the decision allocated (num_gpu x gpu_milli / 1000 when placed, else 0),
+so an episode's return is the GPUs allocated at its end, the published metric. An invalid
+action (a node the filter rejects, "cannot place" while some node fits, or an index
+outside [0, N]) fails the pod, changes nothing else and is penalised by
+`invalid_penalty` GPUs. An episode ends (terminated) after its workload's last pod;
+`step` then resets to a fresh workload and returns the last observation in
+`info["final_observation"]` (gymnax 1.0 semantics).
+
+Workloads come from a bank built once in NumPy (`make_params`, section 2 of OPENB.md,
+one per seed); `reset` draws one uniformly. With `subset=n` each workload runs on n nodes
+drawn at random from the trace's, its GPU demand tuned to that sub-cluster (the workload
+is scaled in proportion), so training runs fast while the policy, equivariant over nodes,
+still applies to the full cluster. All functions are pure, jit- and vmap-able.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from vte.openb import cluster
+from vte.openb.cluster import Pod, Spec, State
+from vte.openb.policies import CPU_NORM, Policy
+from vte.openb.trace import MAX_GPUS_PER_NODE, MILLI, NodeTable, PodTable
+from vte.openb.workload import build_workload, pod_arrays, typical_pods
+
+GPU_RULE = "best fit"     # a shared pod's GPU: least free milli that fits, lowest index on ties
+MEM_NORM = 1 << 20        # MiB: 1 TiB, the largest node of the trace
+
+
+@struct.dataclass
+class OpenBParams:
+    """The workload bank and the scoring of invalid actions."""
+
+    nodes: Spec              # (W, N) per field: each workload's cluster (typical: (K,), shared)
+    pods: Pod                # (W, T) per field: each workload's pods in submission order, padded
+    ranks: jax.Array         # (W, N) int32, tie-break ranks (used by the published policies)
+    length: jax.Array        # (W,) int32, pods in each workload
+    invalid_penalty: jax.Array = struct.field(default_factory=lambda: jnp.float32(1.0))  # GPUs
+    num_models: int = struct.field(pytree_node=False, default=1)   # GPU models (one-hot width)
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.nodes.cpu_milli.shape[-1])
+
+    @property
+    def num_workloads(self) -> int:
+        return int(self.length.shape[0])
+
+
+@struct.dataclass
+class EnvState:
+    cluster: State           # the GPU-sharing cluster (its `rank` is the workload's)
+    nodes: Spec              # (N,) per field, this episode's nodes
+    workload: jax.Array      # () int32, index into the bank
+    t: jax.Array             # () int32, index of the pod to decide
+    arrived: jax.Array       # () int32, milli-GPU submitted so far, failed pods included
+    failed: jax.Array        # () int32, pods that failed so far
+    invalid: jax.Array       # () int32, invalid actions so far
+
+
+@struct.dataclass
+class Observation:
+    """What a real scheduler sees: the nodes, the pod to place, the arrived share."""
+
+    nodes: jax.Array         # (N, 13 + M) float32, per node: free CPU / 128 cores, free memory
+                             # / 1 TiB, free milli of each of the 8 GPU slots / 1000 (0 on a
+                             # missing slot), GPUs / 8, pods / 1001, allocated GPU share,
+                             # GPU model one-hot (M models; all 0 without GPUs)
+    pod: jax.Array           # (5 + M,) float32, CPU / 128 cores, memory / 1 TiB, GPUs / 8,
+                             # milli per GPU / 1000, shared (1 GPU < 1000 milli), allowed
+                             # models (M bits; all 1 when any model)
+    progress: jax.Array      # () float32, arrived GPU demand / the cluster's GPUs
+    action_mask: jax.Array   # (N + 1,) bool, feasible nodes; the last ("cannot place") is
+                             # True exactly when no node is feasible
+
+
+def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: float = 1.3,
+                subset: int | None = None, invalid_penalty: float = 1.0) -> OpenBParams:
+    """A bank of one workload per seed (OPENB.md section 2), on the full cluster or on a
+    random `subset` of its nodes (demand tuned to that sub-cluster's GPUs)."""
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds is empty: give at least one seed")
+    if subset is not None and not 1 <= subset <= len(nodes):
+        raise ValueError(f"subset={subset} is invalid: allowed 1..{len(nodes)} nodes")
+    if not np.isfinite(invalid_penalty) or invalid_penalty < 0:
+        raise ValueError(f"invalid_penalty={invalid_penalty} is invalid: allowed a finite number >= 0")
+    typical = typical_pods(pods)
+    specs, works = [], []
+    for seed in seeds:
+        table = nodes
+        if subset is not None and subset < len(nodes):
+            pick = np.sort(np.random.default_rng([seed, 0x5B5E7]).choice(len(nodes), subset, replace=False))
+            table = dataclasses.replace(
+                nodes, names=tuple(nodes.names[i] for i in pick), cpu_milli=nodes.cpu_milli[pick],
+                memory_mib=nodes.memory_mib[pick], num_gpus=nodes.num_gpus[pick],
+                model=nodes.model[pick])
+            if table.total_gpu_milli == 0:
+                raise ValueError(f"seed {seed}: the {subset} nodes drawn have no GPU; use a larger subset")
+        specs.append(cluster.make_spec(table, typical))
+        works.append(build_workload(pods, table, seed, tune))
+    stacked = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[s.replace(typical=None) for s in specs])
+    return OpenBParams(
+        nodes=stacked.replace(typical=typical), pods=pod_arrays(pods, works),
+        ranks=jnp.asarray(np.stack([w.rank for w in works])),
+        length=jnp.asarray([len(w.order) for w in works], jnp.int32),
+        invalid_penalty=jnp.float32(invalid_penalty), num_models=max(len(nodes.models), 1))
+
+
+def num_actions(params: OpenBParams) -> int:
+    return params.num_nodes + 1
+
+
+def _episode_nodes(params: OpenBParams, w: jax.Array) -> Spec:
+    per = params.nodes.replace(typical=None)
+    return jax.tree_util.tree_map(lambda x: x[w], per).replace(typical=params.nodes.typical)
+
+
+def current_pod(state: EnvState, params: OpenBParams) -> Pod:
+    """The pod to decide (an invalid padding pod once the workload is over)."""
+    t = jnp.minimum(state.t, params.pods.valid.shape[1] - 1)
+    return jax.tree_util.tree_map(lambda x: x[state.workload, t], params.pods)
+
+
+def reset(key: jax.Array, params: OpenBParams) -> tuple[Observation, EnvState]:
+    """A workload of the bank drawn uniformly, on an empty cluster."""
+    w = jax.random.randint(key, (), 0, params.num_workloads)
+    spec = _episode_nodes(params, w)
+    zero = jnp.zeros((), jnp.int32)
+    state = EnvState(cluster=cluster.empty_state(spec, params.ranks[w]), nodes=spec, workload=w,
+                     t=zero, arrived=zero, failed=zero, invalid=zero)
+    return get_obs(state, params), state
+
+
+def get_obs(state: EnvState, params: OpenBParams) -> Observation:
+    spec, st = state.nodes, state.cluster
+    pod = current_pod(state, params)
+    feasible = cluster.feasible(st, pod, spec)
+    m = jnp.arange(params.num_models)
+    gpus = spec.num_gpus.astype(jnp.float32)
+    used = jnp.where(spec.num_gpus > 0, 1.0 - jnp.sum(st.gpu_free, 0) / jnp.maximum(gpus * MILLI, 1), 0.0)
+    nodes = jnp.concatenate([
+        jnp.stack([st.cpu_free / CPU_NORM, st.mem_free / MEM_NORM], -1),
+        st.gpu_free.T / MILLI,
+        jnp.stack([gpus / MAX_GPUS_PER_NODE, st.pods / cluster.MAX_PODS_PER_NODE, used], -1),
+        (spec.model[:, None] == m[None, :]).astype(jnp.float32),
+    ], axis=-1).astype(jnp.float32)
+    allowed = jnp.where(pod.model_mask == 0, 1.0, (jnp.right_shift(pod.model_mask, m) & 1).astype(jnp.float32))
+    pod_features = jnp.concatenate([
+        jnp.stack([pod.cpu_milli / CPU_NORM, pod.memory_mib / MEM_NORM,
+                   pod.num_gpus / MAX_GPUS_PER_NODE, pod.gpu_milli / MILLI,
+                   cluster.is_shared(pod).astype(jnp.float32)]),
+        allowed]).astype(jnp.float32)
+    progress = state.arrived / jnp.maximum(spec.total_gpu_milli, 1)
+    mask = jnp.concatenate([feasible, ~jnp.any(feasible)[None]])
+    return Observation(nodes=nodes, pod=pod_features, progress=progress.astype(jnp.float32),
+                       action_mask=mask)
+
+
+def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: OpenBParams):
+    """One decision without auto-reset: (obs, state, reward, terminated, truncated, info)."""
+    del key                                   # the dynamics are deterministic given the action
+    n = params.num_nodes
+    action = jnp.asarray(action)
+    if action.shape != () or not jnp.issubdtype(action.dtype, jnp.integer) or action.dtype == jnp.bool_:
+        raise TypeError(f"action must be one integer in [0, {n}] ({n} = cannot place), "
+                        f"got {action.dtype} of shape {action.shape}")
+    spec, st = state.nodes, state.cluster
+    pod = current_pod(state, params)
+    feasible = cluster.feasible(st, pod, spec)
+    none_fits = ~jnp.any(feasible)
+    node = jnp.clip(action, 0, n - 1).astype(jnp.int32)
+    in_range = (action >= 0) & (action <= n)
+    chose_node = in_range & (action < n)
+    valid = jnp.where(chose_node, feasible[node], in_range & none_fits) | ~pod.valid
+    placed = chose_node & feasible[node]
+    gpu = cluster.best_fit_gpu(st.gpu_free[:, node], pod.gpu_milli)
+    new = cluster.place(st, spec, pod, node, gpu, placed)
+    demand = pod.num_gpus * pod.gpu_milli
+    gpus = jnp.where(placed, demand, 0).astype(jnp.float32) / MILLI
+    reward = gpus - jnp.where(valid, 0.0, params.invalid_penalty)
+    state = state.replace(
+        cluster=new, t=state.t + pod.valid.astype(jnp.int32),
+        arrived=state.arrived + jnp.where(pod.valid, demand, 0),
+        failed=state.failed + (pod.valid & ~placed).astype(jnp.int32),
+        invalid=state.invalid + (~valid).astype(jnp.int32))
+    terminated = state.t >= params.length[state.workload]
+    total = spec.total_gpu_milli
+    info = {
+        "placed": placed, "failed": pod.valid & ~placed, "invalid_action": ~valid,
+        "gpus_allocated": gpus, "no_node_fits": none_fits,
+        "used_milli": cluster.used_milli(new, spec), "arrived_milli": state.arrived,
+        "alloc_percent": cluster.used_milli(new, spec) / jnp.maximum(total, 1) * 100.0,
+        "frag_percent": jnp.sum(new.frag) / jnp.maximum(total, 1) * 100.0,
+        "failed_pods": state.failed,
+    }
+    return get_obs(state, params), state, reward, terminated, jnp.bool_(False), info
+
+
+def step(key: jax.Array, state: EnvState, action: jax.Array, params: OpenBParams):
+    """`step_env`, then a fresh workload when the episode ended (`info["final_observation"]`)."""
+    obs, state, reward, terminated, truncated, info = step_env(key, state, action, params)
+    info["final_observation"] = obs
+    fresh_obs, fresh = reset(key, params)
+    done = terminated | truncated
+    state = jax.tree_util.tree_map(lambda a, b: jnp.where(done, a, b), fresh, state)
+    obs = jax.tree_util.tree_map(lambda a, b: jnp.where(done, a, b), fresh_obs, obs)
+    return obs, state, reward, terminated, truncated, info
+
+
+def policy_action(policy: Policy):
+    """A published policy (`vte.openb.policies`) as an action chooser of this environment:
+    `(key, state, params) -> action`, the node it would pick (ties to the smallest rank), or
+    "cannot place" when none fits. The GPU rule is the environment's (`GPU_RULE`)."""
+    def act(key, state: EnvState, params: OpenBParams) -> jax.Array:
+        pod = current_pod(state, params)
+        feasible = cluster.feasible(state.cluster, pod, state.nodes)
+        scores, _ = policy(key, state.cluster, pod, feasible, state.nodes)
+        node = cluster.select(scores, feasible, state.cluster.rank)
+        return jnp.where(jnp.any(feasible), node, params.num_nodes).astype(jnp.int32)
+    return act
