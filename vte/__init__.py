@@ -17,13 +17,14 @@ from vte import (catalogue, distributed, heuristics, observation, rng, scenario,
                  twin)
 from vte.assignment import cost_matrix, optimal_assignment, score_assignment
 from vte.checkpoint import load_policy
-from vte.env import rescore, reset, step, step_env
+from vte.compiled import (get_obs, node_costs, optimal_action, rescore, reset, step,
+                          step_env)
 from vte.evaluate import evaluate  # the function; `python -m vte.evaluate` is the CLI
 from vte.observation import (NODE_FEATURE_NAMES, NODE_FEATURES, REQUEST_FEATURE_NAMES,
-                             REQUEST_FEATURES, get_obs)
+                             REQUEST_FEATURES)
 from vte.network import SchedulerNet, make_policy
 from vte.params import EnvParams, num_actions
-from vte.scoring import measure, node_costs, optimal_action
+from vte.scoring import measure
 from vte.types import (Cluster, Counters, EnvState, HeadScores, Metrics, Nodes, Observation,
                        Requests, Twin)
 

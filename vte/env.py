@@ -186,8 +186,13 @@ def check_state_shapes(state: EnvState, params: EnvParams) -> None:
            for path, leaf in jax.tree_util.tree_leaves_with_path(state)]
     if [p for p, _, _ in got] != [p for p, _, _ in want]:
         raise ValueError("state is not a vte.EnvState of this version (its fields differ)")
+    # Leading batch axes (the same on every field) are allowed: a batching rule may trace
+    # this code with the whole batch (vmap of the compiled step inside another vmap).
+    lead = len(got[0][1]) - len(want[0][1])
     for (path, shape, dtype), (_, shape0, dtype0) in zip(got, want):
-        if shape != shape0 or dtype != dtype0:
+        if (len(shape) - len(shape0) != lead or lead < 0 or tuple(shape[lead:]) != tuple(shape0)
+                or dtype != dtype0):
+            shape = shape[lead:] if lead > 0 else shape
             fields = ", ".join(f"{f}={getattr(params, f)}" for f in _STATIC_FIELDS
                                if isinstance(getattr(params, f), int) and not isinstance(getattr(params, f), bool))
             raise ValueError(f"state{path} has shape {shape} {dtype}, but these params ({fields}) "

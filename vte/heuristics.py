@@ -311,7 +311,8 @@ def most_reliable(key, obs, params):
     return best_allowed(obs, -estimates(obs, params).failure_prob)
 
 
-ALL: dict[str, Policy] = {
+# Compiled (jax.jit): fast in a plain Python loop, inlined inside the caller's own jit/vmap.
+ALL: dict[str, Policy] = {name: jax.jit(fn) for name, fn in {
     "random": random,
     "round_robin": round_robin,
     "first_fit": first_fit,
@@ -322,7 +323,7 @@ ALL: dict[str, Policy] = {
     "min_completion_time": min_completion_time,
     "lowest_energy": lowest_energy,
     "most_reliable": most_reliable,
-}
+}.items()}
 
 __all__ = ["ALL", "Policy", "best_allowed", "twin_view", "estimates", "node_feature",
            "request_feature", "capacity", "free", "demand", "least_allocated_score",

@@ -1,0 +1,73 @@
+"""The public functions, compiled: fast when research code calls them in plain Python loops.
+
+`vte.reset`, `vte.step`, `vte.step_env`, `vte.get_obs`, `vte.rescore`, `vte.node_costs`
+and `vte.optimal_action` are `jax.jit` of the functions in `vte.env`, `vte.observation` and
+`vte.scoring`. The shape-deciding fields of `EnvParams` (`num_nodes`, `queue_len`, ...) are
+static (part of its pytree structure), the other fields are traced, so a new float value
+does not recompile. Inside the caller's own `jit` or `vmap` (any traced argument) they
+call the plain functions, so nothing changes there; and every check that raises before any work still
+raises: shapes and dtypes are checked while tracing, and a concrete action too wide for
+int32 is turned into an invalid action before JAX would cast it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+
+from vte import env as _env
+from vte import observation as _observation
+from vte import scoring as _scoring
+
+
+def _traced(tree) -> bool:
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(tree))
+
+
+def _public(fn):
+    jitted = jax.jit(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        # Under the caller's own transformation the plain function is traced, exactly as
+        # before (custom batching rules inside stay intact); concrete calls run compiled.
+        if _traced((args, kwargs)):
+            return fn(*args, **kwargs)
+        return jitted(*args, **kwargs)
+    call.compiled = jitted      # (not named `lower`: jax.vmap would take it for a jitted function)
+    return call
+
+
+def _narrow_action(action):
+    """A concrete integer outside int32 as -1 (an invalid action, as `vte.env` defines it),
+    so that jit's cast to int32 cannot turn it into a valid node."""
+    if isinstance(action, (jax.Array, jax.core.Tracer)):
+        return action
+    concrete = np.asarray(action)
+    if concrete.dtype.kind in "iu" and concrete.size and (
+            np.any(concrete < -2**31) or np.any(concrete >= 2**31)):
+        return np.where((concrete < -2**31) | (concrete >= 2**31), -1, concrete).astype(np.int32)
+    return action
+
+
+def _with_action(fn):
+    compiled = _public(fn)
+
+    @functools.wraps(fn)
+    def call(key, state, action, params):
+        return compiled(key, state, _narrow_action(action), params)
+    call.compiled = compiled.compiled
+    return call
+
+
+reset = _public(_env.reset)
+step = _with_action(_env.step)
+step_env = _with_action(_env.step_env)
+rescore = _public(_env.rescore)
+get_obs = _public(_observation.get_obs)
+node_costs = _public(_scoring.node_costs)
+optimal_action = _public(_scoring.optimal_action)
+
+__all__ = ["reset", "step", "step_env", "rescore", "get_obs", "node_costs", "optimal_action"]
