@@ -301,11 +301,11 @@ def check_param_shapes(params: EnvParams) -> None:
         value = getattr(params, name)
         size = _VECTOR_FIELDS.get(name)
         if size is None:
-            ok = np.shape(value) == ()
+            ok = _leaf_shape(value) == ()
         elif isinstance(value, (tuple, list)):
-            ok = len(value) == size and all(np.shape(v) == () for v in value)
+            ok = len(value) == size and all(_leaf_shape(v) == () for v in value)
         else:
-            ok = np.shape(value) == (size,)
+            ok = _leaf_shape(value) == (size,)
         if not ok:
             want = "a scalar" if size is None else f"{size} scalars"
             raise ValueError(
@@ -313,10 +313,17 @@ def check_param_shapes(params: EnvParams) -> None:
                 f"{want} (to run several values at once, batch them with jax.vmap)")
 
 
+def _leaf_shape(value) -> tuple:
+    """The shape of a value without converting it (tracers included); a tuple's length."""
+    if isinstance(value, (tuple, list)):
+        return (len(value),)
+    return tuple(value.shape) if hasattr(value, "shape") else np.shape(value)
+
+
 def _shape_of(value):
     if isinstance(value, (tuple, list)):
-        return f"{type(value).__name__} of {[np.shape(v) for v in value]}"
-    return np.shape(value)
+        return f"{type(value).__name__} of {[_leaf_shape(v) for v in value]}"
+    return _leaf_shape(value)
 
 
 def num_actions(params: EnvParams) -> int:
