@@ -4,9 +4,13 @@ import json
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 
 import throughput  # noqa: E402
+
+pytestmark = pytest.mark.slow   # end-to-end runs: `pytest -m slow`, and in CI
 
 
 def test_throughput_smoke(tmp_path, capsys):

@@ -66,6 +66,7 @@ def test_the_clock_counts_steps_exactly_after_a_million_decisions():
     assert int(after.steps) == 10**6 + 2
 
 
+@pytest.mark.slow
 def test_public_functions_are_compiled_once_per_shape():
     """vte.step and vte.reset are compiled: a new float field value does not recompile, a
     new shape does; under the caller's own jit and vmap they give the plain functions'

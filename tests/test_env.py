@@ -119,6 +119,7 @@ def test_vmap_equals_per_env_across_auto_reset(params, jit_step, jit_reset):
         states = batched[1]
 
 
+@pytest.mark.slow
 def test_nested_vmap_equals_flat_vmap_and_keeps_the_reset_conditional(params):
     """vmap over seeds of vmap over envs (as the trainer runs `--seeds`) equals one vmap over
     all envs, across an auto-reset, and still resets only in steps where some env is done
@@ -411,6 +412,7 @@ def test_node_failure_kills_jobs_and_counts_them(params, jit_step, jit_reset):
     assert not bool(new.twin.up[0])
 
 
+@pytest.mark.slow
 def test_failures_and_repairs_follow_the_per_step_probabilities():
     """Up nodes fail with Cluster.step_fail_prob and down nodes are repaired with
     1 - exp(-dt / repair_hours) per step: the observed transition frequencies match."""
@@ -439,6 +441,7 @@ def test_failures_and_repairs_follow_the_per_step_probabilities():
     assert down > 500 and abs(repairs / down - q) < 4 * np.sqrt(q * (1 - q) / down), (repairs / down, q)
 
 
+@pytest.mark.slow
 def test_long_random_rollout_finite_and_counted(params):
     """Many environments, many episodes of random actions: no NaN/Inf anywhere and the
     counters add up."""

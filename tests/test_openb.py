@@ -352,7 +352,9 @@ def small_trace(tmp_path, pods=60, seed=0):
     return nodes, pod_table
 
 
-@pytest.mark.parametrize("name", list(policies.POLICIES))
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=() if name in ("best_fit", "fgd") else pytest.mark.slow)
+    for name in policies.POLICIES])
 def test_vmap_over_seeds_equals_a_loop_and_is_deterministic(tmp_path, name):
     nodes, pods = small_trace(tmp_path)
     spec = cluster.make_spec(nodes, workload.typical_pods(pods))

@@ -68,6 +68,7 @@ def test_seeds_train_different_models(ppo_run):
 BIG = vte.EnvParams(num_nodes=20, queue_len=4)   # larger than the cluster trained on
 
 
+@pytest.mark.slow
 def test_checkpoint_round_trips_into_a_policy(ppo_run):
     out, _ = ppo_run
     variables = ckpt.load_variables(out, seed=1)
@@ -90,6 +91,7 @@ def test_a_fresh_run_refuses_an_out_that_holds_checkpoints(ppo_run, capsys):
     assert f"continue it with --resume {out}" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_interrupted_and_resumed_equals_uninterrupted(ppo_run, tmp_path):
     out_full, _ = ppo_run
     out = str(tmp_path / "resumed")
@@ -110,6 +112,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(ppo_run, tmp_path):
         assert a["greedy_match"] == pytest.approx(b["greedy_match"])
 
 
+@pytest.mark.slow
 def test_imitation_trains_and_writes_outputs(tmp_path):
     out = str(tmp_path / "imitate")
     imitate.main(TINY + ["--total-timesteps", str(8 * 4 * 4), "--out", out,
@@ -177,6 +180,7 @@ def test_runs_without_a_checkpoint_and_file_outs_are_refused_before_any_work(
     assert a_file.read_text() == ""
 
 
+@pytest.mark.slow
 def test_make_train_is_the_training_the_script_runs(ppo_run):
     """`make_train(config)`, jitted whole and vmapped over seeds (the research-code
     entry point), ends where the script's chunked loop does."""
@@ -212,6 +216,7 @@ def _damage(run_dir, step):
     open(path, "wb").write(bytes(data))
 
 
+@pytest.mark.slow
 def test_out_holding_anything_is_refused_unless_overwrite_replaces_a_run(ppo_run, capsys, tmp_path):
     out, _ = ppo_run
     old_run = tmp_path / "old"               # a previous run whose checkpoints were removed
@@ -239,6 +244,7 @@ def test_out_holding_anything_is_refused_unless_overwrite_replaces_a_run(ppo_run
     assert not [n for n in os.listdir(again) if n.startswith(".")]          # no temporary files
 
 
+@pytest.mark.slow
 def test_damaged_checkpoints_are_named_and_the_newest_good_one_is_used(ppo_run, capsys, tmp_path):
     out, _ = ppo_run
     with open(os.path.join(out, "checksums.json")) as f:
@@ -293,6 +299,7 @@ def test_resume_refuses_flags_it_would_ignore(ppo_run, capsys):
         assert "allowed with --resume: --coordinator, --devices" in err
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_cannot_interrupt_a_save(ppo_run, monkeypatch, tmp_path):
     import signal
     seen = []

@@ -24,6 +24,8 @@ from tests.test_train import BIG, PPO_RUN, RESET, TINY
 from train import imitate, ppo
 from vte import checkpoint as ckpt
 
+pytestmark = pytest.mark.slow   # end-to-end runs: `pytest -m slow`, and in CI
+
 ROOT = str(Path(__file__).resolve().parents[1])
 
 # 8 envs x 4 steps, 4 updates in chunks of 2 (episodes of 6 decisions end inside the
