@@ -88,3 +88,13 @@ def test_public_functions_are_compiled_once_per_shape():
         one = env.step(keys[s], jax.tree_util.tree_map(lambda x: x[s], states), jnp.int32(1), SMALL)
         np.testing.assert_allclose(np.asarray(batched[2][s]), np.asarray(one[2]), rtol=1e-6)
     assert callable(vte.heuristics.ALL["kube_default"])
+
+
+def test_import_vte_loads_no_optional_or_checkpoint_library():
+    import subprocess
+    import sys
+    code = ("import sys, vte; heavy = [m for m in ('orbax', 'gymnax', 'gymnasium', 'fastapi', "
+            "'uvicorn', 'matplotlib') if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

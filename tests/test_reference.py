@@ -106,3 +106,12 @@ def test_action_masks_agree_on_the_truth_and_on_the_twin():
             action = [int(vte.optimal_action(state, params)), int(rng.integers(0, n + 1))][t % 2]
             obs, state = step(jax.random.PRNGKey(500 + t), state, action, params)[:2]
     assert differ > 0, "the twin's mask never differed from the truth's: nothing was tested"
+
+
+def test_the_oracle_uses_the_declared_stream_ids():
+    from vte import reference_numpy as ref
+    from vte import rng
+    assert (ref._STREAM_NODES, ref._STREAM_ARRIVALS, ref._STREAM_REQUESTS, ref._STREAM_TWIN) == (
+        rng.STEP_NODES, rng.STEP_ARRIVALS, rng.STEP_REQUESTS, rng.STEP_TWIN)
+    ids = [v for k, v in vars(rng).items() if k.startswith(("RESET_", "STEP_"))]
+    assert len(ids) == len(set(ids)) == 9                  # no two streams share an id

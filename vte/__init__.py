@@ -13,10 +13,11 @@ A trained scheduler (`train/ppo.py`, `train/imitate.py`) loads as a policy in on
     policy = vte.load_policy("runs/ppo")       # (key, obs, params) -> action
 """
 
+from __future__ import annotations
+
 from vte import (catalogue, distributed, heuristics, observation, rng, scenario, scoring,
                  twin)
 from vte.assignment import cost_matrix, optimal_assignment, score_assignment
-from vte.checkpoint import load_policy
 from vte.compiled import (get_obs, node_costs, optimal_action, rescore, reset, step,
                           step_env)
 from vte.evaluate import evaluate  # the function; `python -m vte.evaluate` is the CLI
@@ -29,6 +30,13 @@ from vte.types import (Cluster, Counters, EnvState, HeadScores, Metrics, Nodes, 
                        Requests, Twin)
 
 __version__ = "0.1.0"
+
+
+def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | None = None):
+    """A trained policy `(key, obs, params) -> action` from a run directory
+    (`vte.checkpoint.load_policy`; imported on first use, so `import vte` needs no orbax)."""
+    from vte.checkpoint import load_policy as load
+    return load(run_dir, seed=seed, greedy=greedy, step=step)
 
 
 def __getattr__(name):

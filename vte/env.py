@@ -37,9 +37,9 @@ from vte.observation import get_obs, static_node_features
 from vte.params import EnvParams, check_param_shapes
 from vte.types import Counters, EnvState, Requests
 
-_STREAM_NODES = 0x11
-_STREAM_ARRIVALS = 0x22
-_STREAM_REQUESTS = 0x33
+_STREAM_NODES = rng.STEP_NODES
+_STREAM_ARRIVALS = rng.STEP_ARRIVALS
+_STREAM_REQUESTS = rng.STEP_REQUESTS
 
 def _zero_counters() -> Counters:
     z = jnp.zeros((), jnp.int32)
@@ -136,7 +136,7 @@ def _update_queue(queue: Requests, pop: jax.Array, rotate: jax.Array, new: Reque
 # Step
 # --------------------------------------------------------------------------
 
-def _action_index(action, n: int) -> tuple[jax.Array, jax.Array]:
+def action_index(action, n: int) -> tuple[jax.Array, jax.Array]:
     """The action as an integer array and whether it lies in [0, n].
 
     Raises before any work when the action is not one integer: a float, bool or complex
@@ -212,7 +212,7 @@ def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvP
     sc = state.scores
     costs, feasible = sc.cost, sc.feasible
     opt = sc.optimum
-    a, in_range = _action_index(action, n)
+    a, in_range = action_index(action, n)
     a_c = jnp.clip(a, 0, n).astype(jnp.int32)
     valid = in_range & feasible[a_c]
     place = valid & (a_c < n)
@@ -330,7 +330,7 @@ def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: EnvPara
 # Auto-reset, batched without paying for a reset in every step
 # --------------------------------------------------------------------------
 
-def _reset_key(key: jax.Array) -> jax.Array:
+def reset_key(key: jax.Array) -> jax.Array:
     """The key of the scenario that follows an episode ending in a step with `key`.
 
     Derived only when some environment is done; independent of the step's own word
@@ -341,7 +341,7 @@ def _reset_key(key: jax.Array) -> jax.Array:
 
 @jax.custom_batching.custom_vmap
 def _reset_if_done(key, state, done, params):
-    return lax.cond(done, lambda: reset_state(_reset_key(key), params), lambda: state)
+    return lax.cond(done, lambda: reset_state(reset_key(key), params), lambda: state)
 
 
 @_reset_if_done.def_vmap
@@ -363,7 +363,7 @@ def _reset_where_done(key, state, done, params):
     n = done.shape[0]
 
     def do_reset():
-        fresh = jax.vmap(lambda k, p: reset_state(_reset_key(k), p))(key, params)
+        fresh = jax.vmap(lambda k, p: reset_state(reset_key(k), p))(key, params)
         return jax.tree_util.tree_map(
             lambda new, old: jnp.where(done.reshape((n,) + (1,) * (new.ndim - 1)), new, old),
             fresh, state)

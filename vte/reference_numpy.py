@@ -25,6 +25,7 @@ from vte import catalogue as C
 f32 = np.float32
 _GOLDEN, _M1, _M2 = np.uint32(0x9E3779B9), np.uint32(0x7FEB352D), np.uint32(0x846CA68B)
 NUM_NODE_WORDS, NUM_REQUEST_WORDS = 16, 14
+# The ids of vte.rng.STEP_* (this oracle imports no JAX; tests/test_reference.py checks they agree)
 _STREAM_NODES, _STREAM_ARRIVALS, _STREAM_REQUESTS, _STREAM_TWIN = 0x11, 0x22, 0x33, 0x7417
 _BG_SHARE = np.array([1.0, C.MEM_BG_RATIO, 0.0, 0.0], f32)
 REQUEST_FIELDS = ("valid", "demand", "work", "gpu_models", "required", "rejected", "preferred",

@@ -23,6 +23,19 @@ _M1 = np.uint32(0x7FEB352D)
 _M2 = np.uint32(0x846CA68B)
 
 
+
+# Every random stream, declared once. Reset draws from its key (`key_words`), step from
+# its one seed word (`words`); within each, a stream id keeps draws apart.
+RESET_NODES = 1        # scenario: node attributes
+RESET_SITES = 2        # scenario: site positions
+RESET_LOAD = 3         # scenario: initial background load
+RESET_QUEUE = 4        # scenario: the initial queue and the first arrivals
+RESET_WEIGHTS = 5      # scenario: the episode's objective weights
+STEP_NODES = 0x11      # step: failures, repairs and the background load's next value
+STEP_ARRIVALS = 0x22   # step: how many requests arrive
+STEP_REQUESTS = 0x33   # step: the arriving requests
+STEP_TWIN = 0x7417     # step: which nodes report, and the twin's noise
+
 def hash32(x: jax.Array) -> jax.Array:
     """lowbias32 integer hash, uint32 -> uint32, a bijection with good avalanche."""
     x = x.astype(jnp.uint32)

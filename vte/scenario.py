@@ -25,11 +25,11 @@ NUM_NODE_WORDS = 16     # random words consumed per node
 NUM_REQUEST_WORDS = 14  # random words consumed per request
 
 # Hash streams of the reset draws (`vte.rng.key_words`).
-_STREAM_NODES = 1
-_STREAM_SITES = 2
-_STREAM_LOAD = 3
-_STREAM_QUEUE = 4
-_STREAM_WEIGHTS = 5
+_STREAM_NODES = rng.RESET_NODES
+_STREAM_SITES = rng.RESET_SITES
+_STREAM_LOAD = rng.RESET_LOAD
+_STREAM_QUEUE = rng.RESET_QUEUE
+_STREAM_WEIGHTS = rng.RESET_WEIGHTS
 
 
 def _f32(x) -> jax.Array:

@@ -23,7 +23,7 @@ from vte import rng
 from vte.params import EnvParams
 from vte.types import Cluster, Metrics, Twin
 
-_STREAM = 0x7417  # hash stream of twin noise
+_STREAM = rng.STEP_TWIN  # hash stream of twin noise
 
 
 def from_metrics(metrics: Metrics) -> Twin:

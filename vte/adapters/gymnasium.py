@@ -48,7 +48,7 @@ from gymnasium.vector.utils import batch_space
 from gymnasium.vector.vector_env import AutoresetMode
 
 from vte.adapters.specs import observation_specs
-from vte.env import _reset_key
+from vte.env import reset_key
 from vte.env import reset as vte_reset
 from vte.env import step as vte_step
 from vte.env import step_env as vte_step_env
@@ -231,7 +231,7 @@ def _step_next(keys, state, actions, pending, params):
     """NEXT_STEP: environments done in the previous step (`pending`) reset now and ignore
     their action (reward 0, not done); the others take one decision without auto-reset.
     The reset runs only when some environment is pending; its key is the one `vte.step`
-    would use (`vte.env._reset_key`)."""
+    would use (`vte.env.reset_key`)."""
     obs, new, reward, terminated, truncated, info = jax.vmap(
         vte_step_env, (0, 0, 0, None))(keys, state, actions, params)
     n = pending.shape[0]
@@ -240,7 +240,7 @@ def _step_next(keys, state, actions, pending, params):
         return jnp.where(pending.reshape((n,) + (1,) * (a.ndim - 1)), a, b)
 
     def reset_pending():
-        fresh_obs, fresh = jax.vmap(lambda k: vte_reset(_reset_key(k), params))(keys)
+        fresh_obs, fresh = jax.vmap(lambda k: vte_reset(reset_key(k), params))(keys)
         return jax.tree_util.tree_map(where, (fresh_obs, fresh), (obs, new))
 
     obs, new = jax.lax.cond(jnp.any(pending), reset_pending, lambda: (obs, new))

@@ -59,7 +59,7 @@ from jax import lax
 
 from vte import catalogue as C
 from vte import scoring
-from vte.env import _action_index, reset, step_env
+from vte.env import action_index, reset, step_env
 from vte.heuristics import ALL
 from vte.params import EnvParams
 
@@ -80,14 +80,14 @@ def _branch(policy):
     """The policy as a `lax.switch` branch `(key, obs, state, params) -> () int32`.
 
     The branches must agree on one dtype, so the action becomes int32 after the checks
-    of `vte.step` (`env._action_index`: one integer, else an error while tracing) and an
+    of `vte.step` (`env.action_index`: one integer, else an error while tracing) and an
     integer outside [0, num_nodes] becomes -1: invalid, as `step` would score it.
     """
     if isinstance(policy, str):   # OPTIMAL, checked in `evaluate`
         return lambda key, obs, state, params: scoring.optimal_action(state, params)
 
     def branch(key, obs, state, params):
-        a, in_range = _action_index(policy(key, obs, params), params.num_nodes)
+        a, in_range = action_index(policy(key, obs, params), params.num_nodes)
         return jnp.where(in_range, a, -1).astype(jnp.int32)
 
     return branch
