@@ -505,10 +505,12 @@ def _parse_config(parser, args, algorithm: str, algorithm_keys: tuple, ranges: d
                          f"{source['hidden']}, this run asks for --hidden {config['hidden']}")
         if not ckpt.checkpoint_steps(args.init_from):
             parser.error(f"--init-from {args.init_from!r} holds no checkpoint to start from")
-    try:
-        check_out_dir(args.out, args.overwrite)
-    except ValueError as err:
-        parser.error(str(err))
+    # Process 0 alone judges --out: the others would race with its first writes there.
+    if jax.process_index() == 0:
+        try:
+            check_out_dir(args.out, args.overwrite)
+        except ValueError as err:
+            parser.error(str(err))
     return config, args.out, False
 
 
@@ -687,9 +689,9 @@ def run(config: dict, make_update: Callable, out: str, resume: bool = False,
 
     mesh = training_mesh(check_devices(config, devices))
     primary = jax.process_index() == 0
-    if not resume:
+    if not resume and primary:     # process 0 alone: the others would race with its writes
         check_out_dir(out, overwrite)
-        if overwrite and primary:
+        if overwrite:
             clear_run_files(out)
     mngr = ckpt.checkpoint_manager(out)
     if primary:
