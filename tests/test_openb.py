@@ -423,3 +423,14 @@ def test_published_figures_are_attached_to_the_bundled_traces():
     assert published_for(pods, 1.3, nodes)["fgd"]["end"] == (95.39, 0.08)
     assert published_for(pods, 1.2, nodes) is None
     assert published_for(pods, 1.3, openb.load_nodes("all")) is None
+
+
+def test_grid_below_100_percent_and_empty_bins_give_null_not_nan(tmp_path):
+    nodes, pods = small_trace(tmp_path, pods=30, seed=5)
+    from vte.openb.experiment import format_table, run_grid
+    result = run_grid(nodes, pods, ["best_fit"], seeds=[1, 2], tune=0.6)
+    r = result["policies"]["best_fit"]
+    assert result["end_percent"] == 60 and r["alloc_at_100"] is None
+    assert r["alloc_at_end"] is None or 0 <= r["alloc_at_end"]["mean"] <= 100
+    json.dumps(result, allow_nan=False)                        # valid JSON: no NaN anywhere
+    assert format_table(result).splitlines()[2].startswith("BestFit")

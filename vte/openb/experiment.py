@@ -63,12 +63,18 @@ def published_for(pods: PodTable, tune: float, nodes: NodeTable) -> dict | None:
     return None
 
 
-def _stats(values: np.ndarray) -> dict:
-    """Mean and sample standard deviation (ddof 1, as the published ±) of per-seed values."""
+def _stats(values: np.ndarray) -> dict | None:
+    """Mean and sample standard deviation (ddof 1, as the published ±) of per-seed values;
+    a seed whose bin is empty (NaN: no event near that arrived share) is left out and
+    counted, and with no seed left the result is None (JSON null, never NaN)."""
     values = np.asarray(values, np.float64)
-    std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
-    return {"mean": round(float(values.mean()), 2), "std": round(std, 2),
-            "per_seed": [round(float(v), 2) for v in values]}
+    seen = values[~np.isnan(values)]
+    if len(seen) == 0:
+        return None
+    std = float(seen.std(ddof=1)) if len(seen) > 1 else 0.0
+    return {"mean": round(float(seen.mean()), 2), "std": round(std, 2),
+            "per_seed": [None if np.isnan(v) else round(float(v), 2) for v in values],
+            "seeds_without_events": int(len(values) - len(seen))}
 
 
 def _seed_mean(curve: np.ndarray) -> list[float | None]:
