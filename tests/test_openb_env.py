@@ -43,6 +43,10 @@ def test_reset_and_step_shapes_masks_and_vmap(params):
         np.testing.assert_array_equal(np.asarray(one[2]), np.asarray(out[2][s]))
         np.testing.assert_array_equal(np.asarray(one[0].nodes), np.asarray(out[0].nodes[s]))
     assert np.isfinite(np.asarray(out[0].nodes)).all()
+    from vte.openb import cluster
+    fresh = cluster.fragmentation(state.cluster.gpu_free, state.cluster.cpu_free, state.nodes.model,
+                                  state.nodes.typical)
+    np.testing.assert_allclose(np.asarray(state.cluster.frag), np.asarray(fresh), rtol=1e-6)
     again = RESET(jax.random.PRNGKey(0), params)[1]
     assert int(again.workload) == int(state.workload)           # deterministic per key
 

@@ -78,13 +78,17 @@ def make_spec(nodes: NodeTable, typical: Typical) -> Spec:
                 gpu_exists=jnp.asarray(slots < nodes.num_gpus[None, :]), typical=typical)
 
 
-def empty_state(spec: Spec, rank: jax.Array) -> State:
-    """The cluster with nothing bound; `rank` (N,) int32 is the seed's tie-break order."""
+def empty_state(spec: Spec, rank: jax.Array, frag: jax.Array | None = None) -> State:
+    """The cluster with nothing bound; `rank` (N,) int32 is the seed's tie-break order.
+
+    `frag` (N,) float32: the empty nodes' fragmentation when the caller has it already
+    (an environment's reset), else computed here."""
     gpu_free = jnp.where(spec.gpu_exists, MILLI, 0).astype(jnp.int32)
-    state = State(cpu_free=spec.cpu_milli, mem_free=spec.memory_mib, gpu_free=gpu_free,
-                  pods=jnp.zeros_like(spec.num_gpus), classes=jnp.zeros_like(spec.num_gpus),
-                  frag=jnp.zeros(spec.num_gpus.shape, jnp.float32), rank=jnp.asarray(rank, jnp.int32))
-    return state.replace(frag=fragmentation(gpu_free, state.cpu_free, spec.model, spec.typical))
+    if frag is None:
+        frag = fragmentation(gpu_free, spec.cpu_milli, spec.model, spec.typical)
+    return State(cpu_free=spec.cpu_milli, mem_free=spec.memory_mib, gpu_free=gpu_free,
+                 pods=jnp.zeros_like(spec.num_gpus), classes=jnp.zeros_like(spec.num_gpus),
+                 frag=jnp.asarray(frag, jnp.float32), rank=jnp.asarray(rank, jnp.int32))
 
 
 def model_allowed(model: jax.Array, model_mask: jax.Array) -> jax.Array:

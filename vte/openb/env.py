@@ -53,6 +53,8 @@ class OpenBParams:
     pods: Pod                # (W, T) per field: each workload's pods in submission order, padded
     ranks: jax.Array         # (W, N) int32, tie-break ranks (used by the published policies)
     length: jax.Array        # (W,) int32, pods in each workload
+    empty_frag: jax.Array    # (W, N) float32, milli-GPU, each empty node's fragmentation (so
+                             # that a reset, which `step` runs every step, costs gathers only)
     invalid_penalty: jax.Array = struct.field(default_factory=lambda: jnp.float32(1.0))  # GPUs
     num_models: int = struct.field(pytree_node=False, default=1)   # GPU models (one-hot width)
 
@@ -118,10 +120,11 @@ def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: fl
         specs.append(cluster.make_spec(table, typical))
         works.append(build_workload(pods, table, seed, tune))
     stacked = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[s.replace(typical=None) for s in specs])
+    empty = jnp.stack([cluster.empty_state(s, np.zeros(len(s.cpu_milli), np.int32)).frag for s in specs])
     return OpenBParams(
         nodes=stacked.replace(typical=typical), pods=pod_arrays(pods, works),
         ranks=jnp.asarray(np.stack([w.rank for w in works])),
-        length=jnp.asarray([len(w.order) for w in works], jnp.int32),
+        length=jnp.asarray([len(w.order) for w in works], jnp.int32), empty_frag=empty,
         invalid_penalty=jnp.float32(invalid_penalty), num_models=max(len(nodes.models), 1))
 
 
@@ -145,7 +148,8 @@ def reset(key: jax.Array, params: OpenBParams) -> tuple[Observation, EnvState]:
     w = jax.random.randint(key, (), 0, params.num_workloads)
     spec = _episode_nodes(params, w)
     zero = jnp.zeros((), jnp.int32)
-    state = EnvState(cluster=cluster.empty_state(spec, params.ranks[w]), nodes=spec, workload=w,
+    state = EnvState(cluster=cluster.empty_state(spec, params.ranks[w], params.empty_frag[w]),
+                     nodes=spec, workload=w,
                      t=zero, arrived=zero, failed=zero, invalid=zero)
     return get_obs(state, params), state
 
