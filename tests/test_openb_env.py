@@ -127,3 +127,18 @@ def test_sub_clusters_scale_the_workload(trace):
         oenv.make_params(nodes, pods, seeds=[1], subset=0)
     with pytest.raises(ValueError, match="seeds is empty"):
         oenv.make_params(nodes, pods, seeds=[])
+
+
+def test_the_environment_benchmark_runs_and_writes_its_figures(tmp_path):
+    import importlib.util
+    import json
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "openb_env.py"
+    spec = importlib.util.spec_from_file_location("openb_env_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "r.json"
+    rows = bench.main(["--nodes", "8", "--num-envs", "2", "--steps", "4", "--repeats", "1",
+                       "--workloads", "2", "--json", str(out)])
+    assert [(r["nodes"], r["num_envs"]) for r in rows] == [(8, 2)]
+    assert rows[0]["decisions_per_s"] > 0 and json.loads(out.read_text())["rows"] == rows
