@@ -408,6 +408,8 @@ def test_command_writes_results_and_refuses_bad_input_first(tmp_path, capsys):
     for argv, message in ((["--policies", "fgd,tetris"], "unknown \\['tetris'\\]"),
                           (["--seeds", "0"], "--seeds 0"),
                           (["--tune", "-1"], "--tune -1.0"),
+                          (["--first-seed", str(2**32 - 5)], "must lie in \\[0, 2\\*\\*32\\)"),
+                          (["--first-seed", "-1"], "--first-seed -1"),
                           (["--json", str(tmp_path / "no" / "x.json")], "does not exist"),
                           (["--png", str(tmp_path)], "is a directory")):
         with pytest.raises(ValueError, match=message):

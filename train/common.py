@@ -45,6 +45,7 @@ import vte
 from train import multihost
 from vte import checkpoint as ckpt
 from vte import distributed as dist
+from vte.rng import SEED_LIMIT
 from vte.files import atomic_write, atomic_write_text
 from vte.network import SchedulerNet, make_policy
 
@@ -332,8 +333,7 @@ def validate(config: dict, ranges: dict | None = None) -> None:
         _need(isinstance(v, int) and v >= 1, name, v, "an integer >= 1")
     _need(config["eval_episodes"] >= 0, "eval_episodes", config["eval_episodes"],
           "an integer >= 0")
-    # jax.random.PRNGKey keeps the low 32 bits (without x64): wider seeds would alias.
-    _need(isinstance(config["seed"], int) and 0 <= config["seed"] < 2**32, "seed",
+    _need(isinstance(config["seed"], int) and 0 <= config["seed"] < SEED_LIMIT, "seed",
           config["seed"], "an integer in [0, 2**32)")
     batch = config["num_envs"] * config["num_steps"]
     _need(config["total_timesteps"] >= batch, "total_timesteps", config["total_timesteps"],
@@ -439,13 +439,14 @@ def check_out_dir(out: str, overwrite: bool) -> None:
     present = sorted(os.listdir(out))
     if not present:
         return
+    if not overwrite and ckpt.checkpoint_steps(out):
+        raise ValueError(f"--out {out!r} already holds a run's checkpoints: continue it with "
+                         f"--resume {out}, replace it with --overwrite, or choose another --out")
     if not overwrite:
-        what = ("a run's checkpoints: continue it with --resume {0}, replace it with "
-                "--overwrite, or choose another --out" if ckpt.checkpoint_steps(out) else
-                "files ({1}): a new run needs an empty or new directory (--overwrite replaces "
-                "a previous run's files), or choose another --out")
-        raise ValueError(f"--out {out!r} already holds "
-                         + what.format(out, ", ".join(present[:5]) + (" ..." if len(present) > 5 else "")))
+        listed = ", ".join(present[:5]) + (" ..." if len(present) > 5 else "")
+        raise ValueError(f"--out {out!r} already holds files ({listed}): a new run needs an "
+                         "empty or new directory (--overwrite replaces a previous run's "
+                         "files), or choose another --out")
     foreign = [name for name in present if name not in RUN_FILES]
     if foreign:
         raise ValueError(f"--out {out!r} holds files that are not a run's ({', '.join(foreign[:5])}): "

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 
 import jax
-import numpy as np
 
 from vte import env as _env
 from vte import observation as _observation
@@ -40,24 +39,12 @@ def _public(fn):
     return call
 
 
-def _narrow_action(action):
-    """A concrete integer outside int32 as -1 (an invalid action, as `vte.env` defines it),
-    so that jit's cast to int32 cannot turn it into a valid node."""
-    if isinstance(action, (jax.Array, jax.core.Tracer)):
-        return action
-    concrete = np.asarray(action)
-    if concrete.dtype.kind in "iu" and concrete.size and (
-            np.any(concrete < -2**31) or np.any(concrete >= 2**31)):
-        return np.where((concrete < -2**31) | (concrete >= 2**31), -1, concrete).astype(np.int32)
-    return action
-
-
 def _with_action(fn):
     compiled = _public(fn)
 
     @functools.wraps(fn)
     def call(key, state, action, params):
-        return compiled(key, state, _narrow_action(action), params)
+        return compiled(key, state, _env.narrow_action(action), params)
     call.compiled = compiled.compiled
     return call
 

@@ -136,6 +136,19 @@ def _update_queue(queue: Requests, pop: jax.Array, rotate: jax.Array, new: Reque
 # Step
 # --------------------------------------------------------------------------
 
+def narrow_action(action):
+    """A concrete (Python or NumPy) integer action outside int32 becomes -1, an invalid
+    action like any other out of range, before JAX would cast it to 32 bits and wrap it
+    onto a node. Arrays and traced values pass unchanged (elementwise for NumPy arrays)."""
+    if isinstance(action, (jax.Array, jax.core.Tracer)):
+        return action
+    concrete = np.asarray(action)
+    wide = (concrete < -2**31) | (concrete >= 2**31) if concrete.dtype.kind in "iu" else False
+    if np.any(wide):
+        return np.where(wide, -1, concrete).astype(np.int32)
+    return action
+
+
 def action_index(action, n: int) -> tuple[jax.Array, jax.Array]:
     """The action as an integer array and whether it lies in [0, n].
 
@@ -144,12 +157,7 @@ def action_index(action, n: int) -> tuple[jax.Array, jax.Array]:
     integer outside [0, n] is an invalid action, also one too wide for int32 (a concrete
     NumPy int64 is range-checked before JAX would wrap it to 32 bits).
     """
-    if not isinstance(action, jax.Array):          # Python or NumPy, concrete
-        concrete = np.asarray(action)
-        if concrete.dtype.kind in "iu" and concrete.shape == () and not (
-                -2**31 <= int(concrete) < 2**31):
-            action = np.int32(-1)                  # out of range: invalid, like any other
-    a = jnp.asarray(action)
+    a = jnp.asarray(narrow_action(action))
     if a.dtype == jnp.bool_ or not jnp.issubdtype(a.dtype, jnp.integer):
         raise TypeError(f"action must be an integer in [0, num_nodes={n}] (num_nodes = defer), "
                         f"got dtype {a.dtype}")

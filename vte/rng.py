@@ -24,6 +24,10 @@ _M2 = np.uint32(0x846CA68B)
 
 
 
+# Seeds a command line accepts: jax.random.PRNGKey keeps the low 32 bits of a seed (without
+# x64), so a wider or negative seed would give another seed's key silently.
+SEED_LIMIT = 2**32
+
 # Every random stream, declared once. Reset draws from its key (`key_words`), step from
 # its one seed word (`words`); within each, a stream id keeps draws apart.
 RESET_NODES = 1        # scenario: node attributes

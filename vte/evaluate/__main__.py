@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from vte.evaluate import COLUMNS, OPTIMAL, evaluate, table
+from vte.rng import SEED_LIMIT
 from vte.files import atomic_write, atomic_write_text, check_output_path
 from vte.heuristics import ALL
 from vte.params import EnvParams, parse_assignments
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     params = _params(args.set)
     policies = _policies(args.policies)
-    if not 0 <= args.seed < 2**32:    # PRNGKey keeps the low 32 bits: wider seeds would alias
+    if not 0 <= args.seed < SEED_LIMIT:
         raise ValueError(f"--seed {args.seed} is invalid: allowed an integer in [0, 2**32)")
     if args.episodes < 1:
         raise ValueError(f"--episodes {args.episodes} is invalid: allowed an integer >= 1")

@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 
+from vte.rng import SEED_LIMIT
 from vte.files import atomic_write, atomic_write_text, check_output_path
 from vte.openb.experiment import format_table, plot, run_grid
 from vte.openb.policies import POLICIES
@@ -52,8 +53,9 @@ def main(argv: list[str] | None = None) -> dict:
     # Every check before any work.
     if not 1 <= args.seeds <= 4096:
         raise ValueError(f"--seeds {args.seeds}: must be in [1, 4096]")
-    if not 0 <= args.first_seed and args.first_seed + args.seeds <= 2**32:
-        raise ValueError(f"--first-seed {args.first_seed}: seeds must lie in [0, 2**32)")
+    if not (0 <= args.first_seed and args.first_seed + args.seeds <= SEED_LIMIT):
+        raise ValueError(f"--first-seed {args.first_seed}: with --seeds {args.seeds} the seeds "
+                         "must lie in [0, 2**32)")
     if not 0 < args.tune <= 10:
         raise ValueError(f"--tune {args.tune}: must be in (0, 10]")
     if args.chunk < 1:
