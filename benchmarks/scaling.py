@@ -34,8 +34,7 @@ import json, os, statistics, sys
 import jax, jax.numpy as jnp
 import vte
 from vte import distributed as dist
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), ""))
-from throughput import ROLLOUT_UNROLL, random_valid_action, time_rollout
+from benchmarks.throughput import ROLLOUT_UNROLL, random_valid_action, time_rollout
 n_dev, num_envs, num_nodes, steps, repeats = map(int, sys.argv[2:7])
 params = vte.EnvParams(num_nodes=num_nodes)
 mesh = dist.make_mesh(n_dev)
@@ -72,7 +71,6 @@ print(json.dumps({"devices": n_dev, "num_envs": num_envs, "num_nodes": num_nodes
 # first update is the warm-up, the others are timed (env steps/s of metrics.jsonl).
 TRAIN_CHILD = r"""
 import json, os, sys, time
-sys.path.insert(0, sys.argv[1])
 import jax
 from train import ppo
 n_dev, num_envs, num_nodes, num_steps, updates = map(int, sys.argv[2:7])
@@ -91,9 +89,13 @@ print(json.dumps({"devices": n_dev, "num_envs": num_envs, "num_nodes": num_nodes
 """
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def _child(script, args, env):
+    # From the repository root, so that the child imports `benchmarks.throughput`.
     out = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True,
-                         text=True, env=env)
+                         text=True, env=env, cwd=ROOT)
     if out.returncode:
         sys.exit(f"{args} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])

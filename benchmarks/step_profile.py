@@ -39,8 +39,10 @@ import jax
 
 import vte
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from throughput import ROLLOUT_UNROLL, machine, make_rollout, time_rollout  # noqa: E402
+try:        # imported from the repository root (the tests)
+    from benchmarks.throughput import ROLLOUT_UNROLL, machine, make_rollout, time_rollout
+except ImportError:   # run as a script: its own directory comes first on the path
+    from throughput import ROLLOUT_UNROLL, machine, make_rollout, time_rollout
 
 _BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
           "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}

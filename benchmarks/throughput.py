@@ -116,12 +116,10 @@ def network_policy(params: vte.EnvParams, hidden: int = 32):
 def measure_ppo(num_nodes: int, num_envs: int, updates: int, repeats: int) -> dict:
     """PPO training env steps per second: `updates` whole updates of `train/ppo.py` (its
     default hyper-parameters) in one jitted scan, after a warm-up."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    from train import common, ppo
+    from train import ppo
+    from train.config import PPOConfig
 
-    parser = common.build_parser("ppo", "", ppo.DEFAULTS, ppo._add_flags)
-    args = parser.parse_args(["--num-envs", str(num_envs), "--num-nodes", str(num_nodes)])
-    config = common.config_from_args(args, "ppo", tuple(ppo.RANGES))
+    config = PPOConfig(num_envs=num_envs, num_nodes=num_nodes)
     init, update = ppo.make_update(config)
     chunk = jax.jit(lambda r: jax.lax.scan(lambda r, _: update(r), r, None, updates),
                     donate_argnums=0)
@@ -134,11 +132,11 @@ def measure_ppo(num_nodes: int, num_envs: int, updates: int, repeats: int) -> di
         return out
 
     _, timing = time_compiled(chunk, (runner,), repeats, run)
-    steps = num_envs * config["num_steps"] * updates
+    steps = num_envs * config.num_steps * updates
     median = statistics.median(timing.repeat_s)
-    return {"num_nodes": num_nodes, "num_envs": num_envs, "num_steps": config["num_steps"],
-            "updates": updates, "update_epochs": config["update_epochs"],
-            "num_minibatches": config["num_minibatches"], "hidden": config["hidden"],
+    return {"num_nodes": num_nodes, "num_envs": num_envs, "num_steps": config.num_steps,
+            "updates": updates, "update_epochs": config.update_epochs,
+            "num_minibatches": config.num_minibatches, "hidden": config.hidden,
             "env_steps_per_s": steps / median, "median_s": median, **timing.row()}
 
 

@@ -6,9 +6,7 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
-
-import throughput  # noqa: E402
+from benchmarks import throughput
 
 pytestmark = pytest.mark.slow   # end-to-end runs: `pytest -m slow`, and in CI
 
@@ -99,7 +97,7 @@ def test_throughput_rejects_bad_flags(capsys):
 
 
 def test_scaling_alternates_rounds_and_runs_one_device_plain(tmp_path):
-    import scaling
+    from benchmarks import scaling
     out = tmp_path / "sc.json"
     scaling.main(["--devices", "1", "2", "--num-envs", "16", "--num-nodes", "8",
                   "--steps", "2", "--repeats", "1", "--rounds", "2", "--measure", "env",
@@ -117,14 +115,14 @@ def test_scaling_alternates_rounds_and_runs_one_device_plain(tmp_path):
 
 def test_scaling_rejects_bad_flags(capsys):
     import pytest
-    import scaling
+    from benchmarks import scaling
     with pytest.raises(SystemExit):
         scaling.main(["--rounds", "0"])
     assert "--rounds 0 is invalid: allowed an integer >= 1" in capsys.readouterr().err
 
 
 def test_profile_attributes_step_time_to_vte_functions(tmp_path):
-    import step_profile
+    from benchmarks import step_profile
     result = step_profile.main(["--num-envs", "4", "--num-nodes", "8", "--steps", "2",
                                 "--repeats", "1", "--top", "3", "--out", str(tmp_path / "p.json"),
                                 "--artifacts-dir", str(tmp_path)])
@@ -185,7 +183,7 @@ StackFrames
 
 
 def test_profile_reads_call_stacks_and_attributes_fusions_by_majority():
-    import step_profile
+    from benchmarks import step_profile
     hlo = step_profile.Hlo(_HLO)
     assert hlo.module == "jit_f"
     # jax code is attributed to the vte function that called it (frame 3 -> 4 -> 1).
@@ -198,7 +196,7 @@ def test_profile_reads_call_stacks_and_attributes_fusions_by_majority():
 
 
 def test_profile_self_times_subtract_nested_operations_of_the_same_program():
-    import step_profile
+    from benchmarks import step_profile
     hlo = step_profile.Hlo(_HLO)
     ev = [dict(ph="X", pid=1, tid=1, ts=0.0, dur=10.0, name="fusion",
                args={"hlo_module": "jit_f"}),
@@ -215,7 +213,7 @@ def test_profile_self_times_subtract_nested_operations_of_the_same_program():
 
 def test_profile_rejects_bad_flags(capsys):
     import pytest
-    import step_profile
+    from benchmarks import step_profile
     with pytest.raises(SystemExit):
         step_profile.main(["--steps", "3"])
     assert "--steps must be a multiple of 2" in capsys.readouterr().err

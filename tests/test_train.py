@@ -10,7 +10,8 @@ import pytest
 
 import vte
 from vte import checkpoint as ckpt
-from train import common, imitate, ppo
+from train import core, imitate, ppo
+from train.config import PPOConfig
 
 TINY = ["--num-nodes", "8", "--queue-len", "4", "--episode-len", "6", "--num-envs", "8",
         "--num-steps", "4", "--num-minibatches", "2", "--hidden", "16",
@@ -185,8 +186,8 @@ def test_make_train_is_the_training_the_script_runs(ppo_run):
     """`make_train(config)`, jitted whole and vmapped over seeds (the research-code
     entry point), ends where the script's chunked loop does."""
     out, _ = ppo_run
-    config = ckpt.load_config(out)
-    runner, metrics = jax.vmap(ppo.make_train(config))(common.seed_keys(config))
+    config = PPOConfig.from_dict(ckpt.load_config(out))
+    runner, metrics = jax.vmap(ppo.make_train(config))(core.seed_keys(config))
     assert metrics["loss"].shape == (2, 4)
     for seed in (0, 1):
         jax.tree_util.tree_map(

@@ -9,7 +9,7 @@ than one task, `jax.distributed.initialize()` finds all three itself. With none 
 nothing is initialised: a single process.
 
 `jax.distributed.initialize` must run before anything starts JAX's backend, and
-importing `vte` does, so the scripts call `initialize` before they import `train.common`.
+importing `vte` does, so the scripts call `initialize` before they import `train.run`.
 This module imports no part of `vte`.
 """
 

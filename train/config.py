@@ -1,0 +1,308 @@
+"""A training run described by one frozen, typed configuration.
+
+    config = PPOConfig(num_envs=4096)                 # research code
+    config = PPOConfig.from_args(["--num-envs", "4096"])   # the command line (the same)
+    init, update = ppo.make_update(config)
+
+Each field carries its default, its help, the range it allows and its group on the
+command line (`flag`); `command_line(cls)` turns the fields into `argparse` flags
+(`num_envs` -> `--num-envs`, booleans get `--no-...`), and `__post_init__` checks every
+value in one place, raising ValueError that names the flag, the bad value and what is
+allowed. `to_dict` is the run's `config.json` (the layout `vte.load_policy` reads);
+`from_dict` reads it back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from vte.rng import SEED_LIMIT
+
+GROUPS = ("training", "algorithm", "environment", "outputs")
+ENVS = ("synthetic", "openb")
+TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd")
+OPENB_TRACES = ("default", "gpuspec10", "multigpu20")
+# Fields that runs saved before they existed lack (their defaults are what those runs did).
+ADDED_LATER = ("env", "trace", "workloads", "tune", "teacher")
+# Fields stored under "env" in config.json (the layout every saved run has).
+ENV_KEYS = {"env": "name", "num_nodes": "num_nodes", "queue_len": "queue_len",
+            "episode_len": "episode_len", "sample_weights": "sample_weights",
+            "weights": "weights", "trace": "trace", "subset": "subset",
+            "workloads": "workloads", "tune": "tune"}
+
+
+def flag(default, help: str, *, low=None, high=None, group: str = "training",
+         choices: tuple | None = None, metavar: str | None = None):
+    """A configuration field: its default, help and allowed values (`low` <= v <= `high`,
+    or one of `choices`); `group` is its section of `--help`."""
+    return field(default=default, metadata={"help": help, "low": low, "high": high,
+                                            "group": group, "choices": choices,
+                                            "metavar": metavar})
+
+
+def _flag_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _invalid(name: str, value, allowed: str) -> ValueError:
+    return ValueError(f"{_flag_name(name)}={value!r} is invalid: allowed {allowed}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """What the two trainers share. Subclasses set `algorithm`, add their own fields and
+    change defaults."""
+
+    algorithm: ClassVar[str] = ""
+
+    # training
+    num_envs: int = flag(1024, "environments stepped in parallel (per seed)", low=1)
+    num_steps: int = flag(4, "rollout length: steps per environment per update", low=1)
+    total_timesteps: int = flag(1_000_000, "environment steps per seed; updates = this // "
+                                "(num_envs * num_steps)", low=1)
+    update_epochs: int = flag(2, "passes over each rollout", low=1)
+    num_minibatches: int = flag(8, "minibatches per epoch; must divide num_envs * num_steps",
+                                low=1)
+    lr: float = flag(3e-3, "Adam learning rate", low=0.0)
+    anneal_lr: bool = flag(True, "decay the learning rate linearly to 0")
+    max_grad_norm: float = flag(1.0, "clip gradients to this global norm", low=0.0)
+    seed: int = flag(0, "random seed", low=0, high=SEED_LIMIT - 1)
+    seeds: int = flag(1, "independent models trained at once (vmap over seeds)", low=1)
+    hidden: int = flag(32, "network width", low=1)
+    init_from: str | None = flag(None, "start from the latest checkpoint of another run (e.g. "
+                                 "imitation): its seed-0 network, which every --seeds model "
+                                 "starts from", metavar="DIR")
+    # environment
+    env: str = flag("synthetic", "the environment: vte's synthetic clusters, or the OpenB "
+                    "trace replay (vte.openb.env)", group="environment", choices=ENVS)
+    num_nodes: int = flag(64, "nodes per cluster (openb: nodes of each training sub-cluster)",
+                          low=1, group="environment")
+    queue_len: int = flag(8, "queue slots (synthetic)", low=1, group="environment")
+    episode_len: int = flag(128, "decisions per episode (synthetic)", low=1,
+                            group="environment")
+    weights: tuple[float, float, float] = flag(
+        (1.0, 1.0, 1.0), "objective weights (performance, energy, reliability); the "
+        "evaluation uses them, training too unless --sample-weights (synthetic)",
+        group="environment", metavar=("PERF", "ENERGY", "REL"))
+    sample_weights: bool = flag(True, "train on objective weights drawn per episode (shown to "
+                                "the policy), so one model serves many preferences (synthetic)",
+                                group="environment")
+    trace: str = flag("default", "OpenB pod trace: a bundled name or a CSV path (openb)",
+                      group="environment")
+    workloads: int = flag(256, "training workloads of the bank, one per seed 0..W-1 "
+                          "(openb; evaluation uses seeds from 10**6 on)", low=1,
+                          group="environment")
+    tune: float = flag(1.3, "workload GPU demand / cluster GPUs (openb)", low=0.0,
+                       group="environment")
+    # outputs
+    log_every: int = flag(5, "updates per compiled chunk: metrics and progress bar refresh",
+                          low=1, group="outputs")
+    checkpoint_every: int = flag(50, "updates between checkpoints (rounded up to a multiple "
+                                 "of --log-every); one is always written at the end", low=1,
+                                 group="outputs")
+    eval_episodes: int = flag(64, "held-out episodes for eval.json (0: skip the evaluation; "
+                              "openb: held-out workloads on the full cluster)", low=0,
+                              group="outputs")
+
+    # ------------------------------------------------------------------ checks
+
+    def __post_init__(self):
+        for f in fields(self):
+            self._check_field(f)
+        batch = self.num_envs * self.num_steps
+        if self.total_timesteps < batch:
+            raise _invalid("total_timesteps", self.total_timesteps,
+                           f"at least num_envs * num_steps = {batch} (one update)")
+        if batch % self.num_minibatches:
+            raise _invalid("num_minibatches", self.num_minibatches,
+                           f"a divisor of num_envs * num_steps = {self.num_envs} * "
+                           f"{self.num_steps} = {batch}")
+        teacher = getattr(self, "teacher", None)
+        if self.env == "openb" and teacher == "optimal":
+            raise _invalid("teacher", teacher, "one of " + ", ".join(TEACHERS) + " with --env "
+                           "openb (the trace has no known optimum)")
+        if self.env == "synthetic" and teacher not in (None, "optimal"):
+            raise _invalid("teacher", teacher, "optimal with --env synthetic (the six "
+                           "published policies are OpenB's)")
+        if self.env == "synthetic":
+            from train.envs import synthetic_params
+            try:
+                synthetic_params(self, train=True)
+            except ValueError as err:   # EnvParams names the field and what is allowed
+                raise ValueError(f"environment flags: {err}") from None
+
+    def _check_field(self, f: dataclasses.Field) -> None:
+        v, meta = getattr(self, f.name), f.metadata
+        kind = _base_type(f.type)
+        if v is None and f.default is None:
+            return
+        if kind is bool:
+            ok = isinstance(v, bool)
+            allowed = "True or False"
+        elif kind is int:
+            ok = isinstance(v, int) and not isinstance(v, bool)
+            allowed = "an integer"
+        elif kind is float:
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            allowed = "a finite number"
+        elif kind is tuple:
+            ok = (isinstance(v, (tuple, list)) and len(v) == len(f.default)
+                  and all(isinstance(x, (int, float)) and math.isfinite(x) for x in v))
+            allowed = f"{len(f.default)} finite numbers"
+        else:
+            ok = isinstance(v, str)
+            allowed = "a string"
+        lo, hi, choices = meta.get("low"), meta.get("high"), meta.get("choices")
+        if ok and choices is not None:
+            ok, allowed = v in choices, "one of " + ", ".join(choices)
+        if ok and lo is not None and hi is not None:
+            ok = lo <= v <= hi
+            allowed = (f"an integer in [0, 2**32)" if f.name == "seed"
+                       else f"a number in [{lo}, {hi}]")
+        elif ok and lo is not None:
+            strict = kind is float and lo == 0.0 and f.name in ("lr", "max_grad_norm", "tune")
+            ok = v > lo if strict else v >= lo
+            word = "an integer" if kind is int else "a finite number"
+            allowed = f"{word} {'>' if strict else '>='} {lo}"
+        if not ok:
+            raise _invalid(f.name, v, allowed)
+
+    # ------------------------------------------------------------------ derived
+
+    @property
+    def batch_size(self) -> int:
+        """Environment steps per update and seed."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+    def replace(self, **changes) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
+
+    # ------------------------------------------------------------------ config.json
+
+    def to_dict(self) -> dict:
+        """The run's `config.json`: every field, the environment's under "env"."""
+        out: dict[str, Any] = {"algorithm": self.algorithm, "num_updates": self.num_updates,
+                               "env": {}}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            v = list(v) if isinstance(v, tuple) else v
+            if f.name in ENV_KEYS:
+                out["env"][ENV_KEYS[f.name]] = v
+            else:
+                out[f.name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, config: dict) -> "TrainConfig":
+        """The configuration of a `config.json`; KeyError naming what it lacks. Runs saved
+        before the OpenB environment existed are synthetic ones."""
+        env = dict(config.get("env", {}))
+        env.setdefault("name", "synthetic")
+        kwargs, missing = {}, []
+        for f in fields(cls):
+            inside = f.name in ENV_KEYS
+            source, key = (env, ENV_KEYS[f.name]) if inside else (config, f.name)
+            if key in source:
+                v = source[key]
+                kwargs[f.name] = tuple(v) if isinstance(f.default, tuple) else v
+            elif f.name not in ADDED_LATER:
+                missing.append(f"env.{key}" if inside else key)
+        if missing:
+            raise KeyError(", ".join(sorted(missing)))
+        return cls(**kwargs)
+
+    # ------------------------------------------------------------------ command line
+
+    @classmethod
+    def add_flags(cls, parser: argparse.ArgumentParser) -> dict[str, Any]:
+        """One flag per field, in its group; returns the groups by name."""
+        groups = {g: parser.add_argument_group(g) for g in GROUPS}
+        for f in fields(cls):
+            meta, kind = f.metadata, _base_type(f.type)
+            opts: dict[str, Any] = {"default": f.default, "help": meta["help"],
+                                    "dest": f.name}
+            if kind is bool:
+                opts["action"] = argparse.BooleanOptionalAction
+            elif kind is tuple:
+                opts.update(type=float, nargs=len(f.default), default=list(f.default))
+            elif kind in (int, float):
+                opts["type"] = kind
+            if meta.get("choices"):
+                opts["choices"] = meta["choices"]
+            if meta.get("metavar"):
+                opts["metavar"] = meta["metavar"]
+            groups[meta["group"]].add_argument(_flag_name(f.name), **opts)
+        return groups
+
+    @classmethod
+    def from_namespace(cls, args: argparse.Namespace) -> "TrainConfig":
+        values = {f.name: getattr(args, f.name) for f in fields(cls)}
+        values["weights"] = tuple(values["weights"])
+        return cls(**values)
+
+    @classmethod
+    def from_args(cls, argv: list[str]) -> "TrainConfig":
+        """The configuration a command line (of config flags only) describes."""
+        parser = argparse.ArgumentParser(allow_abbrev=False)
+        cls.add_flags(parser)
+        return cls.from_namespace(parser.parse_args(argv))
+
+
+def _base_type(annotation) -> type:
+    """int, float, bool, str or tuple of a field's annotation (a string here, given the
+    module's `from __future__ import annotations`)."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    for name, kind in (("tuple", tuple), ("bool", bool), ("int", int), ("float", float)):
+        if text.startswith(name):
+            return kind
+    return str
+
+
+@dataclass(frozen=True)
+class PPOConfig(TrainConfig):
+    """PPO (`train/ppo.py`)."""
+
+    algorithm: ClassVar[str] = "ppo"
+
+    total_timesteps: int = flag(1_500_000, TrainConfig.__dataclass_fields__[
+        "total_timesteps"].metadata["help"], low=1)
+    lr: float = flag(1e-3, "Adam learning rate", low=0.0)
+    gamma: float = flag(0.0, "discount; 0 credits each decision with its own reward",
+                        low=0.0, high=1.0, group="algorithm")
+    gae_lambda: float = flag(0.95, "GAE lambda", low=0.0, high=1.0, group="algorithm")
+    clip_eps: float = flag(0.2, "PPO clip range of the probability ratio (and of the value)",
+                           low=1e-6, high=10.0, group="algorithm")
+    ent_coef: float = flag(0.003, "entropy bonus", low=0.0, high=1e3, group="algorithm")
+    vf_coef: float = flag(0.5, "value loss weight", low=0.0, high=1e3, group="algorithm")
+
+
+@dataclass(frozen=True)
+class ImitateConfig(TrainConfig):
+    """Imitation (`train/imitate.py`)."""
+
+    algorithm: ClassVar[str] = "imitate"
+
+    total_timesteps: int = flag(2_000_000, TrainConfig.__dataclass_fields__[
+        "total_timesteps"].metadata["help"], low=1)
+    vf_coef: float = flag(0.5, "value loss weight", low=0.0, high=1e3, group="algorithm")
+    teacher: str = flag("optimal", "the labels: vte's known optimum (synthetic), or one of "
+                        "the six published policies (openb)", group="algorithm",
+                        choices=("optimal",) + TEACHERS)
+
+
+CONFIGS = {"ppo": PPOConfig, "imitate": ImitateConfig}
+
+
+def config_class(algorithm: str) -> type[TrainConfig]:
+    return CONFIGS[algorithm]
+
+
+__all__ = ["TrainConfig", "PPOConfig", "ImitateConfig", "CONFIGS", "flag"]

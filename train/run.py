@@ -1,0 +1,575 @@
+"""Running a training: the command line, the run loop and the run directory.
+
+`train/ppo.py` and `train/imitate.py` each define the algorithm (`make_update`, a jitted
+`make_train`); `main` parses their configuration (`train/config.py`) and `run` executes
+it in a Python loop that returns every `--log-every` updates, writing the run directory:
+
+    OUT/config.json         the configuration (what `vte.load_policy` and `--resume` read)
+    OUT/metrics.jsonl       one row per update and seed
+    OUT/learning_curve.png  the logged metrics against env steps
+    OUT/checkpoints/        orbax checkpoints (every --checkpoint-every updates, at the end)
+    OUT/checksums.json      a SHA-256 of each checkpoint, verified before it is restored
+    OUT/eval.json           the trained policy against the baselines (`TrainEnv.evaluate`)
+
+Several devices (`--devices N`, default every local device) run the same program, data
+parallel: the compiled update takes its inputs with the environments split over a
+one-axis mesh (`vte.distributed.AXIS`) and the parameters replicated, and XLA partitions
+it (GSPMD). Each device steps its own environments; each minibatch is split over the
+devices, so the gradient of the mean loss is summed across devices by an all-reduce in
+the backward pass, and the metrics (means over environments) are global. Keys,
+shuffling and initialisation are those of the one-device program (JAX's random numbers
+do not depend on the sharding), so N devices give the metrics of one, up to float
+rounding. Several hosts: `train/multihost.py`; only process 0 writes the outputs.
+
+Stopping: Ctrl-C checkpoints and stops at once. SIGTERM (a preempted job) is noted and
+the run checkpoints and stops at the end of the current chunk; with several processes
+orbax's preemption check (`CheckpointManager.reached_preemption`, JAX's preemption sync
+point) decides, so every process saves at the same update.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import sys
+import time
+from typing import Callable
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from train import multihost
+from train.config import TrainConfig
+from train.core import Runner, over_seeds, seed_keys
+from train.envs import make_env
+from vte import checkpoint as ckpt
+from vte import distributed as dist
+from vte.files import atomic_write, atomic_write_text
+
+# --------------------------------------------------------------------------
+# The command line
+# --------------------------------------------------------------------------
+
+
+def _need(ok: bool, name: str, value, allowed: str):
+    if not ok:
+        raise ValueError(f"--{name.replace('_', '-')}={value!r} is invalid: allowed {allowed}")
+
+
+def build_parser(config_cls: type[TrainConfig], description: str) -> argparse.ArgumentParser:
+    """The config's flags (generated from its fields) and the run's own flags."""
+    p = argparse.ArgumentParser(prog=f"train/{config_cls.algorithm}.py",
+                                description=description,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    groups = config_cls.add_flags(p)
+    o = groups["outputs"]
+    o.add_argument("--out", metavar="DIR", default=f"runs/{config_cls.algorithm}",
+                   help="run directory")
+    o.add_argument("--resume", metavar="DIR", default=None,
+                   help="continue the interrupted run in DIR from its newest good checkpoint "
+                        "with its saved configuration; only --stop-after-updates and the "
+                        "device and host flags may be given with it (others are refused)")
+    o.add_argument("--overwrite", action="store_true",
+                   help="replace the run already in --out (its config, metrics, curve, "
+                        "evaluation and checkpoints); without it a non-empty --out is refused")
+    o.add_argument("--stop-after-updates", type=int, default=None, metavar="U",
+                   help="stop after U updates as if interrupted (checkpoint saved); "
+                        "continue with --resume")
+    h = p.add_argument_group("devices and hosts")
+    h.add_argument("--devices", type=int, default=argparse.SUPPRESS, metavar="N",
+                   help="local devices to split the environments and minibatches over, "
+                        "data parallel (default: every local device); with --seeds, every "
+                        "seed is split so; the metrics do not depend on N")
+    multihost.add_flags(h)
+    return p
+
+
+def check_devices(config: TrainConfig, devices: int | None) -> int:
+    """The number of local devices to use (None: all), checked against the run: the
+    environments and each minibatch must split evenly over the devices of every process.
+    Raises ValueError naming `--devices`, its value and the counts allowed."""
+    local, hosts = jax.local_device_count(), jax.process_count()
+    n = local if devices is None else devices
+    minibatch = config.num_envs * config.num_steps // config.num_minibatches
+
+    def fits(d):
+        return config.num_envs % (d * hosts) == 0 and minibatch % (d * hosts) == 0
+
+    _need(isinstance(n, int) and 1 <= n <= local, "devices", n,
+          f"1..{local}, the number of devices of this process")
+    if not fits(n):
+        allowed = ", ".join(str(d) for d in range(1, local + 1) if fits(d)) or "none"
+        times = f", times {hosts} processes," if hosts > 1 else ""
+        _need(False, "devices", n,
+              f"{allowed}: device counts up to {local}{times} that divide num_envs = "
+              f"{config.num_envs} and the minibatch, num_envs * num_steps / "
+              f"num_minibatches = {minibatch}")
+    return n
+
+
+
+def parse(argv, config_cls: type[TrainConfig], description: str):
+    """Parse and check the flags: (config, out_dir, resume, stop_after, devices, overwrite).
+    Errors exit with a message naming the flag before any work starts."""
+    parser = build_parser(config_cls, description)
+    args = parser.parse_args(argv)
+    try:
+        multihost.initialize(args)
+    except (ValueError, RuntimeError) as err:
+        parser.error(str(err))
+    config, out, resume = _parse_config(parser, args, config_cls,
+                                        argv if argv is not None else sys.argv[1:])
+    if args.stop_after_updates is not None and args.stop_after_updates < 1:
+        parser.error(f"--stop-after-updates={args.stop_after_updates} is invalid: "
+                     "allowed an integer >= 1")
+    try:
+        devices = check_devices(config, getattr(args, "devices", None))
+    except ValueError as err:
+        parser.error(str(err))
+    return config, out, resume, args.stop_after_updates, devices, args.overwrite
+
+
+# Flags --resume accepts: they change how the run continues, not what it is.
+RESUME_FLAGS = {"--resume", "--stop-after-updates", "--devices", "--coordinator",
+                "--num-processes", "--process-id"}
+
+
+def _flags_given(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The long option names written on the command line (abbreviations resolved)."""
+    names = {opt for action in parser._actions for opt in action.option_strings
+             if opt.startswith("--")}
+    given = set()
+    for token in argv:
+        if not token.startswith("--") or token == "--":
+            continue
+        word = token.split("=", 1)[0]
+        match = [n for n in names if n == word] or [n for n in names if n.startswith(word)]
+        if len(match) == 1:
+            given.add(match[0])
+    return given
+
+
+RUN_FILES = (ckpt.CONFIG_FILE, "metrics.jsonl", "learning_curve.png", "eval.json",
+             ckpt.CHECKSUM_FILE, ckpt.CHECKPOINT_DIR)
+
+
+def check_out_dir(out: str, overwrite: bool) -> None:
+    """Raise ValueError unless `out` may receive a new run: absent or empty, or (with
+    `overwrite`) holding only a previous run's own files. Nothing is deleted here."""
+    if not out:
+        raise ValueError("--out '' is invalid: allowed a directory path")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"--out {out!r} is a file: allowed a directory (new or empty)")
+    if not os.path.isdir(out):
+        return
+    present = sorted(os.listdir(out))
+    if not present:
+        return
+    if not overwrite and ckpt.checkpoint_steps(out):
+        raise ValueError(f"--out {out!r} already holds a run's checkpoints: continue it with "
+                         f"--resume {out}, replace it with --overwrite, or choose another --out")
+    if not overwrite:
+        listed = ", ".join(present[:5]) + (" ..." if len(present) > 5 else "")
+        raise ValueError(f"--out {out!r} already holds files ({listed}): a new run needs an "
+                         "empty or new directory (--overwrite replaces a previous run's "
+                         "files), or choose another --out")
+    foreign = [name for name in present if name not in RUN_FILES]
+    if foreign:
+        raise ValueError(f"--out {out!r} holds files that are not a run's ({', '.join(foreign[:5])}): "
+                         "--overwrite replaces a previous run only; choose another --out")
+
+
+def clear_run_files(out: str) -> None:
+    """Delete a previous run's own files from `out` (after `check_out_dir(out, True)`)."""
+    import shutil
+    for name in RUN_FILES:
+        path = os.path.join(out, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.unlink(path)
+
+
+def _parse_config(parser, args, config_cls: type[TrainConfig], argv: list[str] = ()):
+    """(config, out_dir, resume) of the flags: a run to continue, or a new one."""
+    if args.resume is not None:
+        try:
+            saved = ckpt.load_config(args.resume)
+        except (FileNotFoundError, ckpt.CheckpointError) as err:
+            parser.error(str(err))
+        refused = _flags_given(parser, argv) - RESUME_FLAGS
+        if refused:
+            parser.error(f"--resume {args.resume!r} continues the run with its saved "
+                         f"configuration, so {', '.join(sorted(refused))} would be ignored: "
+                         f"drop {'them' if len(refused) > 1 else 'it'} (allowed with --resume: "
+                         f"{', '.join(sorted(RESUME_FLAGS - {'--resume'}))})")
+        if saved.get("algorithm") != config_cls.algorithm:
+            parser.error(f"--resume {args.resume!r} is a {saved.get('algorithm')!r} run, "
+                         f"not {config_cls.algorithm!r}")
+        try:
+            config = config_cls.from_dict(saved)
+        except KeyError as err:
+            parser.error(f"--resume {args.resume!r}: its config.json lacks {err.args[0]} "
+                         "(not written by this version of the trainer)")
+        except (TypeError, ValueError) as err:
+            parser.error(f"--resume {args.resume!r}: its config.json is invalid: {err}")
+        if not ckpt.checkpoint_steps(args.resume):
+            parser.error(f"--resume {args.resume!r} holds no checkpoint: the run stopped before "
+                         "its first one was saved; start it again with a fresh --out")
+        return config, args.resume, True
+    try:
+        config = config_cls.from_namespace(args)
+    except ValueError as err:
+        parser.error(str(err))
+    if config.init_from is not None:
+        try:
+            source = ckpt.load_config(config.init_from)
+        except (FileNotFoundError, ckpt.CheckpointError) as err:
+            parser.error(f"--init-from: {err}")
+        if source["hidden"] != config.hidden:
+            parser.error(f"--init-from {config.init_from!r} holds a network of --hidden "
+                         f"{source['hidden']}, this run asks for --hidden {config.hidden}")
+        theirs = source.get("env", {}).get("name", "synthetic")
+        if theirs != config.env:
+            parser.error(f"--init-from {config.init_from!r} trained on --env {theirs}, this "
+                         f"run asks for --env {config.env}")
+        if not ckpt.checkpoint_steps(config.init_from):
+            parser.error(f"--init-from {config.init_from!r} holds no checkpoint to start from")
+    # Process 0 alone judges --out: the others would race with its first writes there.
+    if jax.process_index() == 0:
+        try:
+            check_out_dir(args.out, args.overwrite)
+        except ValueError as err:
+            parser.error(str(err))
+    return config, args.out, False
+
+
+# --------------------------------------------------------------------------
+# The run loop
+# --------------------------------------------------------------------------
+
+def _initial_params(config: TrainConfig):
+    """Network parameters to start from (--init-from), or None for a fresh init."""
+    if not config.init_from:
+        return None
+    return ckpt.load_variables(config.init_from, seed=0)
+
+
+def training_mesh(devices: int) -> jax.sharding.Mesh:
+    """The one-axis mesh of a run: the first `devices` local devices of every process."""
+    chosen = [d for p in range(jax.process_count())
+              for d in [d for d in jax.devices() if d.process_index == p][:devices]]
+    return dist.make_mesh(chosen)
+
+
+def runner_shardings(runner: Runner, mesh: jax.sharding.Mesh) -> Runner:
+    """Where the leaves of a Runner batched over seeds live: environment states and
+    observations split along their environment axis (axis 1, after the seeds), the
+    parameters, optimiser state, key and update count replicated on every device."""
+    split = NamedSharding(mesh, P(None, dist.AXIS))
+    replicated = NamedSharding(mesh, P())
+
+    def every(tree, sharding):
+        return jax.tree_util.tree_map(lambda _: sharding, tree)
+
+    return Runner(params=every(runner.params, replicated),
+                  opt_state=every(runner.opt_state, replicated),
+                  env_state=every(runner.env_state, split), obs=every(runner.obs, split),
+                  rng=replicated, update=replicated)
+
+
+def _on_mesh(tree, sharding: NamedSharding):
+    """Host values (the same on every process) as global arrays with `sharding`."""
+    def put(x):
+        x = np.asarray(x)
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+    return jax.tree_util.tree_map(put, tree)
+
+
+def _save(mngr: ocp.CheckpointManager, runner: Runner, out: str) -> None:
+    """Save the runner (as sharded: every process writes its part) and the policy's
+    parameters as host arrays, which load on any devices (`vte.load_policy`), then record
+    the checkpoint's checksum. Ctrl-C is held off until both are done, so a second one
+    while saving leaves no half-written checkpoint."""
+    step = int(np.asarray(runner.update)[0])
+    if step in mngr.all_steps():
+        if ckpt.verify_checkpoint(out, step) is None:
+            return
+        mngr.delete(step)                      # a damaged copy of this step: save it afresh
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:   # not the main thread: signals cannot be set, nor arrive here
+        previous = None
+    try:
+        mngr.save(step, args=ocp.args.Composite(
+            state=ocp.args.StandardSave(runner),
+            policy=ocp.args.StandardSave({"params": jax.device_get(runner.params["params"])})))
+        mngr.wait_until_finished()
+        if jax.process_index() == 0:
+            ckpt.record_checksum(out, step)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _restore(mngr: ocp.CheckpointManager, abstract: Runner, shardings: Runner,
+             out: str) -> Runner:
+    """The newest checkpoint that verifies against its checksum and restores, placed as
+    `shardings` asks, whatever devices saved it; damaged ones are named and skipped."""
+    target = jax.tree_util.tree_map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, shardings)
+
+    def restore(step):
+        return mngr.restore(step, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(target))).state
+    _, runner = ckpt.restore_newest_good(out, restore, sorted(mngr.all_steps()))
+    return runner
+
+
+def _rows(metrics: dict, first_update: int, config: TrainConfig, sps: float, elapsed: float,
+          devices: int):
+    """metrics: name -> (seeds, n) arrays; yields one JSON row per update and seed."""
+    batch = config.num_envs * config.num_steps
+    arrays = {k: np.asarray(v) for k, v in metrics.items()}
+    seeds, n = next(iter(arrays.values())).shape
+    for i in range(n):
+        update = first_update + i + 1
+        for s in range(seeds):
+            row = {"update": update, "seed": s, "step": update * batch}
+            for k, v in arrays.items():
+                x = float(v[s, i])
+                row[k] = x if math.isfinite(x) else None
+            row["sps"] = sps
+            row["time"] = elapsed
+            row["devices"] = devices
+            yield row
+
+
+def _read_rows(path: str, max_update: int) -> list[dict]:
+    """The logged rows up to the checkpoint's update (a line cut short by an interrupt
+    is dropped)."""
+    if not os.path.exists(path):
+        return []
+    rows = []
+    with open(path) as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return [r for r in rows if r["update"] <= max_update]
+
+
+class _Preemption:
+    """SIGTERM noted, not raised: the loop checkpoints and stops at a chunk's end. With
+    several processes orbax's preemption check decides (the same update everywhere)."""
+
+    def __init__(self, mngr: ocp.CheckpointManager):
+        self.mngr, self.signalled, self.previous = mngr, False, None
+
+    def __enter__(self):
+        if jax.process_count() == 1:
+            try:
+                self.previous = signal.signal(signal.SIGTERM, self._note)
+            except ValueError:   # signals can only be set from the main thread
+                self.previous = None
+        return self
+
+    def _note(self, signum, frame):
+        self.signalled = True
+
+    def reached(self, update: int) -> bool:
+        if jax.process_count() > 1:
+            return bool(self.mngr.reached_preemption(update))
+        return self.signalled
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+        return False
+
+
+# Compiled programs by configuration: runs of one configuration in a process (a resumed
+# run, a sweep over output settings) compile once. Keys leave out what only shapes outputs.
+_COMPILED: dict = {}
+_OUTPUT_KEYS = ("log_every", "checkpoint_every", "eval_episodes", "init_from")
+
+
+def _compiled(config: TrainConfig, what, build: Callable):
+    key = (type(config).__name__,
+           json.dumps({k: v for k, v in config.to_dict().items() if k not in _OUTPUT_KEYS},
+                      sort_keys=True), what)
+    if key not in _COMPILED:
+        _COMPILED[key] = build()
+    return _COMPILED[key]
+
+
+def run(config: TrainConfig, make_update: Callable, out: str, resume: bool = False,
+        stop_after: int | None = None, progress: bool = True,
+        devices: int | None = None, overwrite: bool = False) -> dict:
+    """Train (or continue) a run on `devices` local devices of every process (None: all);
+    write its outputs (process 0). Returns the evaluation (or {}).
+
+    A new run needs `out` absent or empty; `overwrite` first deletes a previous run's own
+    files there (and refuses a directory holding anything else)."""
+    from tqdm.auto import tqdm
+
+    mesh = training_mesh(check_devices(config, devices))
+    primary = jax.process_index() == 0
+    if not resume and primary:     # process 0 alone: the others would race with its writes
+        check_out_dir(out, overwrite)
+        if overwrite:
+            clear_run_files(out)
+    mngr = ckpt.checkpoint_manager(out)
+    if primary:
+        ckpt.save_config(out, config.to_dict())
+    env = make_env(config)       # its curves and evaluation (the update builds its own)
+    init, update = make_update(config)
+    num_updates, log_every = config.num_updates, config.log_every
+    ckpt_every = math.ceil(config.checkpoint_every / log_every) * log_every
+    replicated = NamedSharding(mesh, P())
+    keys = _on_mesh(seed_keys(config), replicated)
+    metrics_path = os.path.join(out, "metrics.jsonl")
+    placement = tuple(d.id for d in mesh.devices.flat)   # compiled programs depend on it
+
+    init_params = None if resume else _on_mesh(_initial_params(config), replicated)
+    batched_init = jax.vmap(init, (0, None))
+    abstract = jax.eval_shape(batched_init, keys, None)
+    shardings = runner_shardings(abstract, mesh)
+    if resume:
+        runner = _restore(mngr, abstract, shardings, out)
+        start = int(np.asarray(runner.update)[0])
+        rows = _read_rows(metrics_path, start) if primary else []
+        elapsed = rows[-1]["time"] if rows else 0.0
+    else:
+        runner = _compiled(config, ("init", init_params is None, placement),
+                           lambda: jax.jit(batched_init, out_shardings=shardings)
+                           )(keys, init_params)
+        start, rows, elapsed = 0, [], 0.0
+    if primary:   # rows past the restored checkpoint are dropped, in one atomic write
+        atomic_write_text(metrics_path, "".join(json.dumps(row) + "\n" for row in rows))
+
+    def get_chunk(length):
+        """`length` updates of every seed at once, compiled ahead of time for the mesh."""
+        def chunk(runner):
+            return jax.lax.scan(lambda r, _: update(r), runner, None, length)
+
+        def build():
+            with jax.set_mesh(mesh):   # split_over_devices reads it
+                return jax.jit(over_seeds(chunk, config.seeds), in_shardings=(shardings,),
+                               out_shardings=(shardings, replicated)).lower(runner).compile()
+        return _compiled(config, ("chunk", length, placement), build)
+
+    end = num_updates if stop_after is None else min(num_updates, start + stop_after)
+    batch = config.batch_size * config.seeds
+    u, bar = start, None
+    with _Preemption(mngr) as preemption:
+        try:
+            if u < end:
+                if progress and primary:
+                    print(f"{config.algorithm}: compiling ...", file=sys.stderr, flush=True)
+                get_chunk(min(log_every, end - u))
+            bar = tqdm(total=num_updates, initial=start, unit="update",
+                       disable=not (progress and primary), desc=config.algorithm,
+                       dynamic_ncols=True)
+            while u < end:
+                length = min(log_every, end - u)
+                fn = get_chunk(length)
+                t0 = time.perf_counter()
+                new_runner, metrics = fn(runner)
+                jax.block_until_ready(new_runner)
+                dt = time.perf_counter() - t0
+                sps = length * batch / dt
+                new_rows = list(_rows(metrics, u, config, sps, elapsed + dt, mesh.size))
+                if primary:
+                    with open(metrics_path, "a") as f:
+                        for row in new_rows:
+                            f.write(json.dumps(row) + "\n")
+                # The runner advances once its rows are written: an interrupt saves a state
+                # whose every update is logged (rows past it are dropped on resume).
+                runner, elapsed, u = new_runner, elapsed + dt, u + length
+                rows.extend(new_rows)
+                bar.update(length)
+                bar.set_postfix(_postfix(new_rows[-config.seeds:], sps, env.curves))
+                if u % ckpt_every == 0 or u == end:
+                    _save(mngr, runner, out)
+                if u < end and preemption.reached(u):
+                    raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            _save(mngr, runner, out)
+            if bar is not None:
+                bar.close()
+            print(f"\ninterrupted after {int(np.asarray(runner.update)[0])} updates; "
+                  f"checkpoint saved. Continue with: --resume {out}", file=sys.stderr)
+            raise
+    if bar is not None:
+        bar.close()
+    if not primary:
+        return {}
+    plot_learning_curve(rows, os.path.join(out, "learning_curve.png"), config, env.curves)
+    if u < num_updates:
+        print(f"stopped after {u} of {num_updates} updates; continue with --resume {out}")
+        return {}
+    if config.eval_episodes == 0:
+        return {}
+    return env.evaluate(config, jax.device_get(runner.params), out)
+
+
+def _postfix(rows: list[dict], sps: float, curves: tuple) -> dict:
+    """The progress bar's figures: the first two curves, the loss and the speed."""
+    def mean(key):
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        return float(np.mean(vals)) if vals else float("nan")
+    shown = {short: f"{mean(key):.4g}" for key, _, short in curves[:2]}
+    return {**shown, "loss": f"{mean('loss'):.3f}", "sps": f"{sps:,.0f}"}
+
+
+# --------------------------------------------------------------------------
+# Outputs: learning curve and evaluation
+# --------------------------------------------------------------------------
+
+def plot_learning_curve(rows: list[dict], path: str, config: TrainConfig,
+                        curves: tuple) -> None:
+    """Four panels of `curves` ((metric, title, short name)) against env steps, one line
+    per seed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    for ax, (key, title, _) in zip(axes.ravel(), curves):
+        for s in range(config.seeds):
+            pts = [(r["step"], r[key]) for r in rows if r["seed"] == s and r.get(key) is not None]
+            if pts:
+                x, y = zip(*pts)
+                ax.plot(x, y, label=f"seed {s}", lw=1)
+        if key == "regret" and ax.lines and all(min(ln.get_ydata()) > 0 for ln in ax.lines):
+            ax.set_yscale("log")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("env steps (per seed)")
+        ax.grid(alpha=0.3)
+    if config.seeds > 1:
+        axes[0, 0].legend(fontsize=8)
+    fig.suptitle(f"{config.algorithm} on {config.env}: {config.num_nodes} nodes, "
+                 f"{config.num_envs} envs")
+    fig.tight_layout()
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
+    plt.close(fig)
+
+
+def main(argv, config_cls: type[TrainConfig], make_update: Callable, description: str) -> dict:
+    """The training script: parse, run, exit 130 when interrupted, one line on a bad run
+    directory."""
+    config, out, resume, stop_after, devices, overwrite = parse(argv, config_cls, description)
+    try:
+        return run(config, make_update, out, resume=resume, stop_after=stop_after,
+                   devices=devices, overwrite=overwrite)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except ckpt.CheckpointError as err:
+        raise SystemExit(f"error: {err}") from None
