@@ -30,7 +30,7 @@ RESET = jax.jit(oenv.reset)
 def test_reset_and_step_shapes_masks_and_vmap(params):
     n = params.num_nodes
     obs, state = RESET(jax.random.PRNGKey(0), params)
-    assert obs.nodes.shape == (n, 13 + params.num_models) and obs.nodes.dtype == jnp.float32
+    assert obs.nodes.shape == (n, 14 + params.num_models) and obs.nodes.dtype == jnp.float32
     assert obs.pod.shape == (5 + params.num_models,) and obs.action_mask.shape == (n + 1,)
     mask = np.asarray(obs.action_mask)
     assert mask[:-1].any() and not mask[-1]                     # a node fits: no "cannot place"
@@ -74,8 +74,8 @@ def test_invalid_actions_fail_the_pod_change_nothing_and_are_penalised(params):
 
 @pytest.mark.parametrize("name", ["best_fit", "fgd"])
 def test_an_episode_under_a_published_policy_equals_the_replay(trace, params, name):
-    """Driving the environment with `policy_action(best_fit)` gives the replay's log (the
-    environment's GPU rule is best fit, that policy's own)."""
+    """Driving the environment with `policy_action(fgd)` gives the replay's log (the
+    environment's GPU rule is FGD's own); any policy's return is the GPUs it allocated."""
     nodes, pods = trace
     act = jax.jit(oenv.policy_action(policies.POLICIES[name]))
     obs, state = RESET(jax.random.PRNGKey(4), params)
@@ -93,7 +93,7 @@ def test_an_episode_under_a_published_policy_equals_the_replay(trace, params, na
         num_gpus=params.nodes.num_gpus[w], model=params.nodes.model[w],
         gpu_exists=params.nodes.gpu_exists[w]), workload.pod_arrays(pods, [works]),
         works.rank[None], jax.random.PRNGKey(0)[None], chunk=64)
-    if name == "best_fit":                    # same GPU rule: the very same run
+    if name == "fgd":                         # same GPU rule: the very same run
         np.testing.assert_array_equal(np.asarray(used), log.used[0])
         assert int(state.failed) == int((log.valid & ~log.placed).sum())
     assert total_reward == pytest.approx(used[-1] / 1000, abs=1e-3)      # return = GPUs allocated
@@ -109,7 +109,7 @@ def test_auto_reset_at_the_last_pod_keeps_the_final_observation(params):
         action = jnp.argmax(pod_mask).astype(jnp.int32)
     obs, after, _, terminated, truncated, info = STEP(jax.random.PRNGKey(9), state, action, params)
     assert bool(terminated) and not bool(truncated)
-    assert int(after.t) == 0 and int(after.arrived) == 0 and int(after.failed) == 0
+    assert int(after.t) == 0 and int(after.cluster.arrived) == 0 and int(after.failed) == 0
     assert float(info["final_observation"].progress) > 0.0 and float(obs.progress) == 0.0
 
 
@@ -130,13 +130,8 @@ def test_sub_clusters_scale_the_workload(trace):
 
 
 def test_the_environment_benchmark_runs_and_writes_its_figures(tmp_path):
-    import importlib.util
     import json
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "openb_env.py"
-    spec = importlib.util.spec_from_file_location("openb_env_bench", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from benchmarks import openb_env as bench
     out = tmp_path / "r.json"
     rows = bench.main(["--nodes", "8", "--num-envs", "2", "--steps", "4", "--repeats", "1",
                        "--workloads", "2", "--json", str(out)])

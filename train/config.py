@@ -27,11 +27,11 @@ ENVS = ("synthetic", "openb")
 TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd")
 OPENB_TRACES = ("default", "gpuspec10", "multigpu20")
 # Fields that runs saved before they existed lack (their defaults are what those runs did).
-ADDED_LATER = ("env", "trace", "workloads", "tune", "teacher")
+ADDED_LATER = ("env", "trace", "nodes", "workloads", "tune", "teacher")
 # Fields stored under "env" in config.json (the layout every saved run has).
 ENV_KEYS = {"env": "name", "num_nodes": "num_nodes", "queue_len": "queue_len",
             "episode_len": "episode_len", "sample_weights": "sample_weights",
-            "weights": "weights", "trace": "trace", "subset": "subset",
+            "weights": "weights", "trace": "trace", "nodes": "nodes",
             "workloads": "workloads", "tune": "tune"}
 
 
@@ -91,8 +91,10 @@ class TrainConfig:
     sample_weights: bool = flag(True, "train on objective weights drawn per episode (shown to "
                                 "the policy), so one model serves many preferences (synthetic)",
                                 group="environment")
-    trace: str = flag("default", "OpenB pod trace: a bundled name or a CSV path (openb)",
-                      group="environment")
+    trace: str = flag("default", "OpenB pod file: a bundled name (default, gpuspec10, "
+                      "multigpu20) or a CSV path (openb)", group="environment")
+    nodes: str = flag("gpu", "OpenB node file: gpu (the paper's 1213 GPU nodes), all (with the "
+                      "CPU-only nodes) or a CSV path (openb)", group="environment")
     workloads: int = flag(256, "training workloads of the bank, one per seed 0..W-1 "
                           "(openb; evaluation uses seeds from 10**6 on)", low=1,
                           group="environment")
@@ -104,9 +106,10 @@ class TrainConfig:
     checkpoint_every: int = flag(50, "updates between checkpoints (rounded up to a multiple "
                                  "of --log-every); one is always written at the end", low=1,
                                  group="outputs")
-    eval_episodes: int = flag(64, "held-out episodes for eval.json (0: skip the evaluation; "
-                              "openb: held-out workloads on the full cluster)", low=0,
-                              group="outputs")
+    eval_episodes: int | None = flag(None, "held-out episodes for eval.json (0: skip the "
+                                     "evaluation); default 64 synthetic episodes, or 10 "
+                                     "held-out workloads on the full cluster with --env openb",
+                                     low=0, group="outputs")
 
     # ------------------------------------------------------------------ checks
 
@@ -128,12 +131,31 @@ class TrainConfig:
         if self.env == "synthetic" and teacher not in (None, "optimal"):
             raise _invalid("teacher", teacher, "optimal with --env synthetic (the six "
                            "published policies are OpenB's)")
+        if self.env == "openb":
+            self._check_trace()
         if self.env == "synthetic":
             from train.envs import synthetic_params
             try:
                 synthetic_params(self, train=True)
             except ValueError as err:   # EnvParams names the field and what is allowed
                 raise ValueError(f"environment flags: {err}") from None
+
+    def _check_trace(self) -> None:
+        """The pod file loads, and the sub-clusters fit in the trace's nodes."""
+        from vte.openb.trace import TraceError, load_nodes, load_pods
+        try:
+            nodes = load_nodes(self.nodes)
+        except (TraceError, OSError, ValueError) as err:
+            raise _invalid("nodes", self.nodes, f"gpu, all or the path of a node file of the "
+                           f"OpenB format ({err})") from None
+        try:
+            load_pods(self.trace, nodes)
+        except (TraceError, OSError, ValueError) as err:
+            raise _invalid("trace", self.trace, f"{', '.join(OPENB_TRACES)} or the path of a "
+                           f"pod file of the OpenB format ({err})") from None
+        if self.num_nodes > len(nodes):
+            raise _invalid("num_nodes", self.num_nodes, f"1..{len(nodes)}, the node file's "
+                           "nodes, with --env openb")
 
     def _check_field(self, f: dataclasses.Field) -> None:
         v, meta = getattr(self, f.name), f.metadata

@@ -64,6 +64,9 @@ def _synthetic_stats(logits: jax.Array, info: dict, done: jax.Array) -> dict:
     }
 
 
+EVAL_EPISODES = 64      # held-out episodes when --eval-episodes is not given
+
+
 def _synthetic_evaluate(config, params, out: str) -> dict:
     """Each seed's greedy policy against every heuristic and the optimum on held-out
     scenarios (`vte.evaluate`); writes `eval.json` and prints `vte.evaluate.table`."""
@@ -78,8 +81,8 @@ def _synthetic_evaluate(config, params, out: str) -> dict:
     policies.update(heuristics.ALL)
     policies["optimal"] = "optimal"
     key = jax.random.fold_in(jax.random.PRNGKey(config.seed), 0x5EED_E7A1)
-    results = evaluate(policies, synthetic_params(config, train=False), key,
-                       config.eval_episodes)
+    episodes = config.eval_episodes if config.eval_episodes is not None else EVAL_EPISODES
+    results = evaluate(policies, synthetic_params(config, train=False), key, episodes)
     atomic_write_text(os.path.join(out, "eval.json"), json.dumps(results, indent=2))
     print(table(results))
     return results

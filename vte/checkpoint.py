@@ -156,8 +156,17 @@ def checkpoint_steps(run_dir: str) -> list[int]:
     return sorted(int(name) for name in os.listdir(path) if name.isdigit())
 
 
-def network_from_config(config: dict) -> SchedulerNet:
-    """The network a run trained, built from its configuration."""
+def is_openb(config: dict) -> bool:
+    """Whether a run trained on the OpenB trace replay (`--env openb`)."""
+    return config.get("env", {}).get("name", "synthetic") == "openb"
+
+
+def network_from_config(config: dict):
+    """The network a run trained, built from its configuration: `vte.SchedulerNet` on
+    synthetic clusters, `vte.openb.network.OpenBNet` on the OpenB trace."""
+    if is_openb(config):
+        from vte.openb.network import OpenBNet
+        return OpenBNet(hidden=config["hidden"])
     return SchedulerNet(hidden=config["hidden"], head_hidden=config["hidden"])
 
 
@@ -185,17 +194,26 @@ def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | No
                 ) -> Callable:
     """A trained policy `(key, obs, params) -> action` from a run directory.
 
+    A run on the OpenB trace (`--env openb`) gives a policy of the replay instead,
+    `(key, state, pod, feasible, spec) -> (scores, shared_gpu)` (`vte.openb.policies`), which
+    `vte.openb.experiment.run_grid` and `python -m vte.openb --policies RUN_DIR` take.
+
     Args:
       run_dir: the `--out` directory of a training run.
       seed: which of the run's `--seeds` models to load.
-      greedy: take the most likely action (default) instead of sampling.
+      greedy: take the most likely action (default) instead of sampling (synthetic runs;
+        the replay keeps the best-scored node).
       step: the checkpoint (update count) to load; the latest by default.
     Returns:
       A pure, jittable function of one observation; vmap it for a batch. It works for
       any `num_nodes`.
     """
     config = load_config(run_dir)
-    return make_policy(network_from_config(config), load_variables(run_dir, seed, step), greedy)
+    variables = load_variables(run_dir, seed, step)
+    if is_openb(config):
+        from vte.openb.network import as_policy, models_of
+        return as_policy(network_from_config(config), variables, models_of(variables))
+    return make_policy(network_from_config(config), variables, greedy)
 
 
 __all__ = ["load_policy", "load_variables", "load_config", "save_config",

@@ -2,6 +2,7 @@
 
     python -m vte.openb --pods default --policies all --seeds 10 --tune 1.3 \
         --json openb.json --png openb.png
+    python -m vte.openb --policies fgd,best_fit,runs/openb_ppo     # a learned scheduler too
 
 Seeds are consecutive from --first-seed (42, the first published seed); each policy is one
 compiled program that runs all seeds at once. Bundled traces: --nodes gpu|all, --pods
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from vte.rng import SEED_LIMIT
@@ -22,14 +24,35 @@ from vte.openb.trace import TraceError, load_nodes, load_pods
 
 
 def _policies(text: str) -> list[str]:
+    """Names of published policies and trained run directories (`train/*.py --env openb`)."""
     names = list(POLICIES) if text == "all" else [p.strip() for p in text.split(",") if p.strip()]
-    unknown = [p for p in names if p not in POLICIES]
+    unknown = [p for p in names if p not in POLICIES and not os.path.isdir(p)]
     if unknown or not names:
         raise ValueError(f"--policies {text!r}: unknown {unknown or 'empty list'}; "
-                         f"give 'all' or a comma-separated subset of {list(POLICIES)}")
+                         f"give 'all' or a comma-separated subset of {list(POLICIES)} and run "
+                         "directories of train/ppo.py or train/imitate.py --env openb")
     if len(set(names)) != len(names):
         raise ValueError(f"--policies {text!r} names a policy twice")
     return names
+
+
+def _learned(run_dir: str, num_models: int):
+    """The network a run directory trained, as a replay policy; ValueError when the run is
+    not an OpenB one or was trained on a node file of other GPU models."""
+    from vte import checkpoint as ckpt
+    from vte.openb.network import as_policy
+    try:
+        config = ckpt.load_config(run_dir)
+    except FileNotFoundError as err:
+        raise ValueError(str(err)) from None
+    if not ckpt.is_openb(config):
+        raise ValueError(f"--policies: {run_dir!r} trained on synthetic clusters, not on the "
+                         "OpenB trace (train with --env openb)")
+    try:
+        return as_policy(ckpt.network_from_config(config), ckpt.load_variables(run_dir),
+                         num_models)
+    except ValueError as err:
+        raise ValueError(f"--policies {run_dir!r}: {err}") from None
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -39,7 +62,9 @@ def main(argv: list[str] | None = None) -> dict:
                         "paper's), 'all' (adds 310 CPU-only nodes) or a path")
     parser.add_argument("--pods", default="default",
                         help="pod file: 'default', 'gpuspec10', 'multigpu20' or a path")
-    parser.add_argument("--policies", default="all", help=f"'all' or a comma-separated subset of {list(POLICIES)}")
+    parser.add_argument("--policies", default="all",
+                        help=f"'all' or a comma-separated subset of {list(POLICIES)}, where a "
+                             "trained run directory (train/ppo.py --env openb --out DIR) is one more")
     parser.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
     parser.add_argument("--first-seed", type=int, default=42, help="first seed (published: 42..51)")
     parser.add_argument("--tune", type=float, default=1.3,
@@ -67,8 +92,10 @@ def main(argv: list[str] | None = None) -> dict:
     nodes = load_nodes(args.nodes)
     pods = load_pods(args.pods, nodes)
 
+    chosen = {name: (POLICIES[name] if name in POLICIES else _learned(name, max(len(nodes.models), 1)))
+              for name in policies}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    result = run_grid(nodes, pods, policies, seeds, args.tune, chunk=args.chunk,
+    result = run_grid(nodes, pods, chosen, seeds, args.tune, chunk=args.chunk,
                       progress=not args.no_progress)
     print(format_table(result))
     if args.json is not None:

@@ -69,6 +69,8 @@ class State:
     classes: jax.Array       # (N,) int32, GpuClustering's classes held (bit 0 share, bit k k-GPU)
     frag: jax.Array          # (N,) float32, milli-GPU, each node's fragmentation F (kept current)
     rank: jax.Array          # (N,) int32, tie-break order of this seed (smaller wins)
+    arrived: jax.Array       # () int32, milli-GPU asked for by the pods submitted so far,
+                             # failed ones included (`submit`); what a learned policy sees
 
 
 def make_spec(nodes: NodeTable, typical: Typical) -> Spec:
@@ -88,7 +90,8 @@ def empty_state(spec: Spec, rank: jax.Array, frag: jax.Array | None = None) -> S
         frag = fragmentation(gpu_free, spec.cpu_milli, spec.model, spec.typical)
     return State(cpu_free=spec.cpu_milli, mem_free=spec.memory_mib, gpu_free=gpu_free,
                  pods=jnp.zeros_like(spec.num_gpus), classes=jnp.zeros_like(spec.num_gpus),
-                 frag=jnp.asarray(frag, jnp.float32), rank=jnp.asarray(rank, jnp.int32))
+                 frag=jnp.asarray(frag, jnp.float32), rank=jnp.asarray(rank, jnp.int32),
+                 arrived=jnp.zeros((), jnp.int32))
 
 
 def model_allowed(model: jax.Array, model_mask: jax.Array) -> jax.Array:
@@ -216,6 +219,13 @@ def select(scores: jax.Array, feasible_mask: jax.Array, rank: jax.Array) -> jax.
     masked = jnp.where(feasible_mask, scores, low)
     top = feasible_mask & (masked == jnp.max(masked))
     return jnp.argmin(jnp.where(top, rank, jnp.iinfo(jnp.int32).max)).astype(jnp.int32)
+
+
+def submit(state: State, pod: Pod) -> State:
+    """Counts a submitted pod's GPU demand (num_gpus x gpu_milli) in `arrived`, whether it was
+    bound or failed; padding pods count nothing."""
+    demand = pod.num_gpus * pod.gpu_milli
+    return state.replace(arrived=state.arrived + jnp.where(pod.valid, demand, 0).astype(jnp.int32))
 
 
 def used_milli(state: State, spec: Spec) -> jax.Array:

@@ -7,8 +7,8 @@
 One decision per arriving pod. The action is a node index in [0, N) (masked by the
 filter of OPENB.md section 3) or N, "cannot place", the only valid action when no node
 fits. The GPU inside the chosen node follows a fixed rule (`GPU_RULE`): whole-GPU pods
-take the lowest-indexed idle GPUs, a shared pod takes the fitting GPU with the least free
-milli (lowest index on ties), as BestFit, DotProd, GpuPacking and GpuClustering do.
+take their least sufficient GPUs, a shared pod takes the fitting GPU that FGD would take
+(the least fragmentation, lowest index on ties), so choosing FGD's node reproduces FGD.
 
 Reward: the GPUs the decision allocated (num_gpu x gpu_milli / 1000 when placed, else 0),
 so an episode's return is the GPUs allocated at its end, the published metric. An invalid
@@ -37,12 +37,13 @@ from flax import struct
 
 from vte.openb import cluster
 from vte.openb.cluster import Pod, Spec, State
-from vte.openb.policies import CPU_NORM, Policy
+from vte.openb.policies import CPU_NORM, Policy, fgd_gain
 from vte.openb.trace import MAX_GPUS_PER_NODE, MILLI, NodeTable, PodTable
 from vte.openb.workload import build_workload, pod_arrays, typical_pods
 
-GPU_RULE = "best fit"     # a shared pod's GPU: least free milli that fits, lowest index on ties
+GPU_RULE = "fgd"          # a shared pod's GPU: FGD's (least fragmentation, lowest index on ties)
 MEM_NORM = 1 << 20        # MiB: 1 TiB, the largest node of the trace
+BASE_NODE_FEATURES = 14   # node features before the GPU model one-hot (`Observation.nodes`)
 
 
 @struct.dataclass
@@ -73,7 +74,6 @@ class EnvState:
     nodes: Spec              # (N,) per field, this episode's nodes
     workload: jax.Array      # () int32, index into the bank
     t: jax.Array             # () int32, index of the pod to decide
-    arrived: jax.Array       # () int32, milli-GPU submitted so far, failed pods included
     failed: jax.Array        # () int32, pods that failed so far
     invalid: jax.Array       # () int32, invalid actions so far
 
@@ -82,10 +82,11 @@ class EnvState:
 class Observation:
     """What a real scheduler sees: the nodes, the pod to place, the arrived share."""
 
-    nodes: jax.Array         # (N, 13 + M) float32, per node: free CPU / 128 cores, free memory
+    nodes: jax.Array         # (N, 14 + M) float32, per node: free CPU / 128 cores, free memory
                              # / 1 TiB, free milli of each of the 8 GPU slots / 1000 (0 on a
                              # missing slot), GPUs / 8, pods / 1001, allocated GPU share,
-                             # GPU model one-hot (M models; all 0 without GPUs)
+                             # FGD's fragmentation gain of placing the pod there / 1000
+                             # (GPUs; `policies.fgd_gain`), GPU model one-hot (M models)
     pod: jax.Array           # (5 + M,) float32, CPU / 128 cores, memory / 1 TiB, GPUs / 8,
                              # milli per GPU / 1000, shared (1 GPU < 1000 milli), allowed
                              # models (M bits; all 1 when any model)
@@ -150,21 +151,34 @@ def reset(key: jax.Array, params: OpenBParams) -> tuple[Observation, EnvState]:
     zero = jnp.zeros((), jnp.int32)
     state = EnvState(cluster=cluster.empty_state(spec, params.ranks[w], params.empty_frag[w]),
                      nodes=spec, workload=w,
-                     t=zero, arrived=zero, failed=zero, invalid=zero)
+                     t=zero, failed=zero, invalid=zero)
     return get_obs(state, params), state
 
 
 def get_obs(state: EnvState, params: OpenBParams) -> Observation:
-    spec, st = state.nodes, state.cluster
-    pod = current_pod(state, params)
+    return observe(state.cluster, current_pod(state, params), state.nodes, params.num_models)
+
+
+def observe(st: State, pod: Pod, spec: Spec, num_models: int) -> Observation:
+    """The observation of a cluster state and the pod to place (the environment's, and what
+    a learned policy computes inside the replay, `vte.openb.network.as_policy`)."""
+    return observe_with_gpu(st, pod, spec, num_models)[0]
+
+
+def observe_with_gpu(st: State, pod: Pod, spec: Spec, num_models: int
+                     ) -> tuple[Observation, jax.Array]:
+    """`observe`, and the GPU a shared pod takes on each node ((N,) int32, `GPU_RULE`),
+    which comes out of the same FGD computation."""
     feasible = cluster.feasible(st, pod, spec)
-    m = jnp.arange(params.num_models)
+    m = jnp.arange(num_models)
     gpus = spec.num_gpus.astype(jnp.float32)
     used = jnp.where(spec.num_gpus > 0, 1.0 - jnp.sum(st.gpu_free, 0) / jnp.maximum(gpus * MILLI, 1), 0.0)
+    gain, shared_gpu = fgd_gain(st, pod, spec)
     nodes = jnp.concatenate([
         jnp.stack([st.cpu_free / CPU_NORM, st.mem_free / MEM_NORM], -1),
         st.gpu_free.T / MILLI,
-        jnp.stack([gpus / MAX_GPUS_PER_NODE, st.pods / cluster.MAX_PODS_PER_NODE, used], -1),
+        jnp.stack([gpus / MAX_GPUS_PER_NODE, st.pods / cluster.MAX_PODS_PER_NODE, used,
+                   gain / MILLI], -1),
         (spec.model[:, None] == m[None, :]).astype(jnp.float32),
     ], axis=-1).astype(jnp.float32)
     allowed = jnp.where(pod.model_mask == 0, 1.0, (jnp.right_shift(pod.model_mask, m) & 1).astype(jnp.float32))
@@ -173,10 +187,10 @@ def get_obs(state: EnvState, params: OpenBParams) -> Observation:
                    pod.num_gpus / MAX_GPUS_PER_NODE, pod.gpu_milli / MILLI,
                    cluster.is_shared(pod).astype(jnp.float32)]),
         allowed]).astype(jnp.float32)
-    progress = state.arrived / jnp.maximum(spec.total_gpu_milli, 1)
+    progress = st.arrived / jnp.maximum(spec.total_gpu_milli, 1)
     mask = jnp.concatenate([feasible, ~jnp.any(feasible)[None]])
     return Observation(nodes=nodes, pod=pod_features, progress=progress.astype(jnp.float32),
-                       action_mask=mask)
+                       action_mask=mask), shared_gpu
 
 
 def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: OpenBParams):
@@ -196,14 +210,13 @@ def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: OpenBPa
     chose_node = in_range & (action < n)
     valid = jnp.where(chose_node, feasible[node], in_range & none_fits) | ~pod.valid
     placed = chose_node & feasible[node]
-    gpu = cluster.best_fit_gpu(st.gpu_free[:, node], pod.gpu_milli)
-    new = cluster.place(st, spec, pod, node, gpu, placed)
+    _, shared_gpu = fgd_gain(st, pod, spec)
+    new = cluster.submit(cluster.place(st, spec, pod, node, shared_gpu[node], placed), pod)
     demand = pod.num_gpus * pod.gpu_milli
     gpus = jnp.where(placed, demand, 0).astype(jnp.float32) / MILLI
     reward = gpus - jnp.where(valid, 0.0, params.invalid_penalty)
     state = state.replace(
         cluster=new, t=state.t + pod.valid.astype(jnp.int32),
-        arrived=state.arrived + jnp.where(pod.valid, demand, 0),
         failed=state.failed + (pod.valid & ~placed).astype(jnp.int32),
         invalid=state.invalid + (~valid).astype(jnp.int32))
     terminated = state.t >= params.length[state.workload]
@@ -211,7 +224,7 @@ def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: OpenBPa
     info = {
         "placed": placed, "failed": pod.valid & ~placed, "invalid_action": ~valid,
         "gpus_allocated": gpus, "no_node_fits": none_fits,
-        "used_milli": cluster.used_milli(new, spec), "arrived_milli": state.arrived,
+        "used_milli": cluster.used_milli(new, spec), "arrived_milli": new.arrived,
         "alloc_percent": cluster.used_milli(new, spec) / jnp.maximum(total, 1) * 100.0,
         "frag_percent": jnp.sum(new.frag) / jnp.maximum(total, 1) * 100.0,
         "failed_pods": state.failed,

@@ -98,15 +98,14 @@ def best_fit(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
     return score.astype(jnp.int32), best_fit_gpu(state.gpu_free, pod.gpu_milli)
 
 
-def fgd(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
-    """Fragmentation gradient descent: trunc(100 sigmoid((F_before - F_after) / 1000)).
+def fgd_gain(state: State, pod: Pod, spec: Spec) -> tuple[jax.Array, jax.Array]:
+    """FGD's fragmentation gradient: ((N,) float32 milli-GPU, (N,) int32 GPU).
 
-    A shared pod tries each fitting GPU and the node keeps the best GPU's score (the
-    lowest index on ties); other pods take their least sufficient GPUs. The difference
-    is summed shape by shape in integers (sum_t p_t (f_t before - f_t after)), so a
-    placement that changes nothing scores exactly 50.
-    """
-    del key, feasible
+    The expected fragmentation the placement removes, sum_t p_t (f_t before - f_t after)
+    over the typical pods, on each node (negative: it adds fragmentation). A shared pod
+    tries each fitting GPU and keeps the GPU of the best published score (the lowest index
+    on ties), returned second; other pods take their least sufficient GPUs. Differences
+    are taken shape by shape in integers, so a placement that changes nothing gains 0."""
     typ = spec.typical
     gpu_free, cpu_free, model = state.gpu_free, state.cpu_free, spec.model
     free = jnp.sum(gpu_free, axis=0)                                       # (N,)
@@ -115,9 +114,8 @@ def fgd(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
     cpu_after = cpu_free - pod.cpu_milli
     prob = typ.prob[:, None]
 
-    def score(delta_k):                                                    # (K, ...) int32
-        delta = jnp.sum(prob.reshape(prob.shape + (1,) * (delta_k.ndim - 2)) * delta_k, axis=0)
-        return _trunc(100.0 * jax.nn.sigmoid(delta / 1000.0))
+    def gain(delta_k):                                                     # (K, ...) int32
+        return jnp.sum(prob.reshape(prob.shape + (1,) * (delta_k.ndim - 2)) * delta_k, axis=0)
 
     # Shared pod on GPU i: only GPU i changes (free_i -> free_i - m), so the counts and usable
     # milli of each shape move by GPU i's own terms: (K, G, N) instead of (K, G, G, N).
@@ -131,19 +129,31 @@ def fgd(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
     usable_i = usable[:, None] - jnp.where(was, g_i, 0) + jnp.where(now, g_after, 0)
     fits_i = _shape_fits(count_i, cpu_after[None], model[None], typ)
     f_after_i = (free - pod.gpu_milli)[None, None] - jnp.where(fits_i, usable_i, 0)
-    per_gpu = score(f_before[:, None] - f_after_i)                          # (G, N)
-    per_gpu = jnp.where(fitting_gpus(gpu_free, pod.gpu_milli), per_gpu, -1)
-    shared_score = jnp.max(per_gpu, axis=0)
+    gain_i = gain(f_before[:, None] - f_after_i)                            # (G, N)
+    per_gpu = jnp.where(fitting_gpus(gpu_free, pod.gpu_milli), fgd_score(gain_i), -1)
     shared_gpu = jnp.argmax(per_gpu, axis=0).astype(jnp.int32)
+    shared_gain = jnp.take_along_axis(gain_i, shared_gpu[None], axis=0)[0]
 
     # Whole-GPU, multi-GPU and CPU-only pods: one hypothetical placement per node.
     take = least_sufficient(gpu_free, pod.gpu_milli, pod.num_gpus) & (pod.num_gpus > 0)
     after = gpu_free - jnp.where(take, pod.gpu_milli, 0)
     usable_a, fits_a = frag_terms(after, cpu_after, model, typ)
     f_after = jnp.sum(after, axis=0)[None] - jnp.where(fits_a, usable_a, 0)
-    other_score = score(f_before - f_after)
+    other_gain = gain(f_before - f_after)
+    return jnp.where(is_shared(pod), shared_gain, other_gain).astype(jnp.float32), shared_gpu
 
-    return jnp.where(is_shared(pod), shared_score, other_score), shared_gpu
+
+def fgd_score(gain: jax.Array) -> jax.Array:
+    """FGD's published score of a fragmentation gain (milli-GPU): trunc(100 sigmoid(gain / 1000))."""
+    return _trunc(100.0 * jax.nn.sigmoid(gain / 1000.0))
+
+
+def fgd(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
+    """Fragmentation gradient descent: `fgd_score` of `fgd_gain`, so a placement that changes
+    nothing scores exactly 50; a shared pod's node keeps its best GPU's score."""
+    del key, feasible
+    gain, shared_gpu = fgd_gain(state, pod, spec)
+    return fgd_score(gain), shared_gpu
 
 
 POLICIES: dict[str, Policy] = {

@@ -38,7 +38,7 @@ def pod_step(policy: Policy, spec: Spec, state: State, pod: Pod, key: jax.Array)
     scores, shared_gpu = policy(key, state, pod, feasible, spec)
     node = cluster.select(scores, feasible, state.rank)
     placed = jnp.any(feasible)
-    state = cluster.place(state, spec, pod, node, shared_gpu[node], placed)
+    state = cluster.submit(cluster.place(state, spec, pod, node, shared_gpu[node], placed), pod)
     out = (placed, cluster.used_milli(state, spec), jnp.sum(state.frag))
     return state, out
 

@@ -1,0 +1,159 @@
+"""Training on the OpenB trace replay (`--env openb`): the trainers' outputs, the learned
+network as a policy of the replay (equal to driving the environment with it, equivariant
+over nodes), `python -m vte.openb --policies RUN_DIR`, and the flags' errors."""
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import vte
+from tests.test_openb import small_trace
+from train import imitate, ppo
+from vte import checkpoint as ckpt
+from vte.openb import env as oenv
+from vte.openb import experiment, simulator
+from vte.openb.__main__ import main as openb_main
+from vte.openb.network import OpenBNet, as_policy
+
+
+@pytest.fixture(scope="module")
+def trace_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("trace")
+    small_trace(root, pods=50, seed=4)
+    return str(root / "nodes.csv"), str(root / "pods.csv")
+
+
+def tiny(trace_files, nodes=3):
+    node_file, pod_file = trace_files
+    return ["--env", "openb", "--nodes", node_file, "--trace", pod_file, "--num-nodes", str(nodes),
+            "--workloads", "4", "--num-envs", "8", "--num-steps", "8", "--num-minibatches", "2",
+            "--total-timesteps", str(8 * 8 * 4), "--hidden", "16", "--log-every", "2",
+            "--checkpoint-every", "2"]
+
+
+def _rows(out):
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="module")
+def imitation_run(trace_files, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("run") / "imitate")
+    results = imitate.main(tiny(trace_files) + ["--teacher", "fgd", "--eval-episodes", "2",
+                                                "--out", out])
+    return out, results
+
+
+def test_imitation_of_fgd_writes_every_output_and_the_replay_evaluation(imitation_run):
+    out, results = imitation_run
+    for name in ("config.json", "metrics.jsonl", "learning_curve.png", "eval.json"):
+        assert os.path.isfile(os.path.join(out, name)), name
+    rows = _rows(out)
+    assert [r["update"] for r in rows] == [1, 2, 3, 4]
+    for key in ("greedy_match", "match_rate", "cross_entropy", "reward", "invalid_rate",
+                "failed_rate", "alloc_end", "failed", "frag_end"):
+        assert key in rows[0], key
+    assert all(r["invalid_rate"] == 0.0 for r in rows)        # masked logits: always valid
+    assert any(r["alloc_end"] is not None for r in rows)       # 3-node episodes end in the run
+    with open(os.path.join(out, "eval.json")) as f:
+        table = json.load(f)
+    assert table == results and table["seeds"] == [42, 43]
+    assert set(table["policies"]) == {"learned", "random", "dot_product", "gpu_clustering",
+                                      "gpu_packing", "best_fit", "fgd"}
+    learned = table["policies"]["learned"]
+    assert 0 < learned["alloc_at_end"]["mean"] <= 100 and learned["failed_pods"]["mean"] >= 0
+    config = ckpt.load_config(out)
+    assert config["env"]["name"] == "openb" and config["teacher"] == "fgd"
+
+
+def test_ppo_trains_on_the_replay_from_the_imitation(imitation_run, trace_files, tmp_path):
+    out = str(tmp_path / "ppo")
+    ppo.main(tiny(trace_files) + ["--gamma", "0.99", "--init-from", imitation_run[0],
+                                  "--eval-episodes", "0", "--out", out])
+    rows = _rows(out)
+    assert len(rows) == 4 and all(np.isfinite(r["loss"]) for r in rows)
+    assert all(r["invalid_rate"] == 0.0 for r in rows)
+
+
+def test_the_learned_policy_in_the_replay_is_the_environment_driven_by_it(trace_files):
+    """`as_policy` (the network inside `run_grid`) binds exactly what the environment,
+    driven by the greedy action of the same network, binds; and it is equivariant over
+    the nodes: permuting them permutes the scores."""
+    node_file, pod_file = trace_files
+    nodes, pods = vte.openb.load_nodes(node_file), None
+    pods = vte.openb.load_pods(pod_file, nodes)
+    params = oenv.make_params(nodes, pods, seeds=[42])
+    net = OpenBNet(hidden=8)
+    obs, state = oenv.reset(jax.random.PRNGKey(0), params)
+    variables = net.init(jax.random.PRNGKey(3), obs)
+    step = jax.jit(oenv.step_env)
+    used = []
+    for t in range(int(params.length[0])):
+        logits, _ = net.apply(variables, obs)
+        obs, state, _, _, _, info = step(jax.random.PRNGKey(t), state, jnp.argmax(logits), params)
+        used.append(int(info["used_milli"]))
+    policy = as_policy(net, variables, params.num_models)
+    spec = params.nodes.replace(**{f: getattr(params.nodes, f)[0] for f in (
+        "cpu_milli", "memory_mib", "num_gpus", "model", "gpu_exists")})
+    log = simulator.replay(policy, spec, jax.tree_util.tree_map(lambda x: x[:1], params.pods),
+                           np.asarray(params.ranks[:1]), jax.random.PRNGKey(0)[None], chunk=16)
+    n = int(params.length[0])
+    np.testing.assert_array_equal(log.used[0][:n], used)
+    assert int((log.valid & ~log.placed).sum()) == int(state.failed)
+    # Equivariance: the nodes in another order give the scores in that order.
+    obs, state = oenv.reset(jax.random.PRNGKey(0), params)
+    perm = np.random.default_rng(0).permutation(params.num_nodes)
+    logits, _ = net.apply(variables, obs)
+    permuted = obs.replace(nodes=obs.nodes[perm], action_mask=jnp.concatenate(
+        [obs.action_mask[:-1][perm], obs.action_mask[-1:]]))
+    logits_p, _ = net.apply(variables, permuted)
+    np.testing.assert_allclose(np.asarray(logits_p[:-1]), np.asarray(logits[:-1])[perm], rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_the_replay_command_takes_a_run_directory(imitation_run, trace_files, capsys):
+    out, _ = imitation_run
+    node_file, pod_file = trace_files
+    result = openb_main(["--nodes", node_file, "--pods", pod_file, "--policies", f"fgd,{out}",
+                         "--seeds", "2", "--no-progress"])
+    assert list(result["policies"]) == ["fgd", out]
+    assert out in capsys.readouterr().out
+    policy = vte.load_policy(out)          # an OpenB run loads as a policy of the replay
+    direct = experiment.run_grid(vte.openb.load_nodes(node_file),
+                                 vte.openb.load_pods(pod_file, vte.openb.load_nodes(node_file)),
+                                 {"x": policy}, seeds=[42, 43])
+    assert direct["policies"]["x"]["alloc_at_end"] == result["policies"][out]["alloc_at_end"]
+
+
+def test_the_replay_command_refuses_synthetic_runs_and_other_node_files(imitation_run, tmp_path):
+    synthetic = tmp_path / "synthetic"
+    synthetic.mkdir()
+    (synthetic / "config.json").write_text(json.dumps({"hidden": 8, "env": {"num_nodes": 4}}))
+    with pytest.raises(ValueError, match="trained on synthetic clusters"):
+        openb_main(["--policies", str(synthetic), "--seeds", "1", "--no-progress"])
+    with pytest.raises(ValueError, match="GPU models"):     # trained on 2 models, gpu has 7
+        openb_main(["--policies", imitation_run[0], "--seeds", "1", "--no-progress"])
+    with pytest.raises(ValueError, match="unknown"):
+        openb_main(["--policies", "fgd,not_a_policy_or_dir", "--no-progress"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env", "openb"], "--teacher='optimal' is invalid: allowed one of random, dot_product"),
+    (["--teacher", "fgd"], "--teacher='fgd' is invalid: allowed optimal with --env synthetic"),
+    (["--env", "openb", "--teacher", "fgd", "--trace", "nope"], "--trace='nope' is invalid"),
+    (["--env", "openb", "--teacher", "fgd", "--nodes", "nope"], "--nodes='nope' is invalid"),
+    (["--env", "openb", "--teacher", "fgd", "--num-nodes", "5000"],
+     "--num-nodes=5000 is invalid: allowed 1..1213"),
+    (["--env", "openb", "--teacher", "fgd", "--workloads", "0"], "--workloads=0 is invalid"),
+    (["--env", "mars"], "argument --env: invalid choice: 'mars'"),
+])
+def test_bad_openb_flags_fail_before_any_work(argv, message, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        imitate.main(argv + ["--out", str(tmp_path / "x")])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "x")
