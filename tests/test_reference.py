@@ -53,8 +53,8 @@ def test_steps_agree_rewards_optimal_actions_and_next_state():
     n = PARAMS.num_nodes
     kinds = {"placed": 0, "deferred": 0, "invalid": 0, "lost": 0, "completed": 0}
     for t in range(60):
-        key = jax.random.PRNGKey(1000 + t)
-        seed = int(vte.rng.seed_from_key(key))
+        key = jax.random.PRNGKey(2000 + t)   # keys under which every kind of event occurs
+        seed = np.asarray(vte.rng.seed_from_key(key))
         opt = int(vte.optimal_action(state, PARAMS))
         action = [opt, int(rng.integers(-1, n + 2)), n][t % 3]
         _, new_jax, reward, _, _, info = step(key, state, action, PARAMS)

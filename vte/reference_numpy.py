@@ -84,7 +84,14 @@ def hash32(x):
         return x ^ (x >> np.uint32(16))
 
 
-def words(seed: int, stream: int, shape) -> np.ndarray:
+def words(seed, stream: int, shape) -> np.ndarray:
+    """`vte.rng.words`: `seed` one uint32 word or two (a 64-bit seed, mixed into every word)."""
+    if np.ndim(seed) == 1:
+        w0, w1 = (int(x) for x in np.asarray(seed, np.uint32))
+        with np.errstate(over="ignore"):
+            mix = hash32(np.asarray(w1, np.uint32)
+                         ^ hash32(np.asarray(stream, np.uint32) * _GOLDEN + np.uint32(2)))
+        return hash32(words(w0, stream, shape) ^ mix)
     with np.errstate(over="ignore"):
         base = hash32(np.asarray(seed, np.uint32)
                       ^ hash32(np.asarray(stream, np.uint32) * _GOLDEN + np.uint32(1)))
@@ -306,11 +313,16 @@ def step(state: State, action: int, seed_or_rng, params):
     """One decision and one time advance; auto-resets (with NumPy's generator) at the end of
     an episode when given a Generator. Returns (state, reward, truncated, info).
 
-    `seed_or_rng`: an int, the 32-bit word `vte.step_env` draws from its key (for exact
-    comparison), or a `np.random.Generator` to draw it from.
+    `seed_or_rng`: the two 32-bit words `vte.step_env` draws from its key
+    (`vte.rng.seed_from_key`, for exact comparison), or a `np.random.Generator` to draw
+    them from.
     """
     rng = seed_or_rng if isinstance(seed_or_rng, np.random.Generator) else None
-    seed = int(rng.integers(0, 2**32)) if rng is not None else int(seed_or_rng)
+    seed = (rng.integers(0, 2**32, size=2) if rng is not None
+            else np.asarray(seed_or_rng)).astype(np.uint32)
+    if seed.shape != (2,):
+        raise ValueError(f"seed_or_rng has shape {seed.shape}: allowed two uint32 words "
+                         "(vte.rng.seed_from_key) or a np.random.Generator")
     s = copy.deepcopy(state)
     alloc_before = s.alloc.copy()
     n, k = params.num_nodes, params.queue_len

@@ -2,14 +2,16 @@
 
 `jax.random` costs tens of nanoseconds per number on a CPU; a step that drew several
 numbers per node would spend most of its time there. `step` therefore draws one
-32-bit word from its key and expands it with an integer hash (`lowbias32`, a few
-multiply / xor-shift operations per word) into all the words it needs: per-node
-noise, failures, arrivals and the attributes of new requests. The words are a
-deterministic function of the step key, so a step stays reproducible per key.
-Reset draws its scenario the same way from 64 bits of its key (`key_words`): it needs
-17 words per node, which from the threefry generator of `jax.random` cost many
-steps' worth (see vte/MODEL.md, section 2), and under a vmap every environment resets
-in the same step.
+64-bit seed (two 32-bit words, `seed_from_key`) from its key and expands it with an
+integer hash (`lowbias32`, a few multiply / xor-shift operations per word) into all the
+words it needs: per-node noise, failures, arrivals and the attributes of new requests.
+Each word mixes both halves of the seed, so two steps draw the same words only if 64
+bits of their keys agree (one 32-bit word would repeat a step's draws within ~65k
+environment-steps, by the birthday bound). The words are a deterministic function of
+the step key, so a step stays reproducible per key. Reset draws its scenario the same
+way (`key_words`): it needs 17 words per node, which from the threefry generator of
+`jax.random` cost many steps' worth (see vte/MODEL.md, section 2), and under a vmap
+every environment resets in the same step.
 """
 
 import jax
@@ -52,7 +54,15 @@ def hash32(x: jax.Array) -> jax.Array:
 
 
 def words(seed: jax.Array, stream: int, shape: tuple[int, ...]) -> jax.Array:
-    """uint32 words of `shape`, independent per (seed, stream, position)."""
+    """uint32 words of `shape`, independent per (seed, stream, position).
+
+    `seed`: () uint32, one word, or (2,) uint32, a 64-bit seed (`seed_from_key`), whose
+    second word is mixed into every word."""
+    seed = jnp.asarray(seed)
+    if seed.shape == (2,):
+        mix = hash32(seed[1].astype(jnp.uint32)
+                     ^ hash32(jnp.uint32(stream) * _GOLDEN + jnp.uint32(2)))
+        return hash32(words(seed[0], stream, shape) ^ mix)
     base = hash32(seed.astype(jnp.uint32) ^ hash32(jnp.uint32(stream) * _GOLDEN + jnp.uint32(1)))
     size = 1
     for s in shape:
@@ -62,12 +72,10 @@ def words(seed: jax.Array, stream: int, shape: tuple[int, ...]) -> jax.Array:
 
 
 def key_words(key: jax.Array, stream: int, shape: tuple[int, ...]) -> jax.Array:
-    """uint32 words of `shape`, independent per (key, stream, position), from two words of
-    the key: each word mixes both, so two keys give the same words only if 64 bits of
-    them agree (one 32-bit seed would repeat a scenario within ~65k environments)."""
-    seeds = jax.random.bits(key, (2,), jnp.uint32)
-    mix = hash32(seeds[1] ^ hash32(jnp.uint32(stream) * _GOLDEN + jnp.uint32(2)))
-    return hash32(words(seeds[0], stream, shape) ^ mix)
+    """uint32 words of `shape`, independent per (key, stream, position), from the 64-bit
+    seed of the key: two keys give the same words only if 64 bits of them agree (one
+    32-bit seed would repeat a scenario within ~65k environments)."""
+    return words(seed_from_key(key), stream, shape)
 
 
 def to_uniform(w: jax.Array) -> jax.Array:
@@ -81,5 +89,5 @@ def unit_noise(w: jax.Array) -> jax.Array:
 
 
 def seed_from_key(key: jax.Array) -> jax.Array:
-    """One uint32 word drawn from a JAX key (raw or typed)."""
-    return jax.random.bits(key, (), jnp.uint32)
+    """(2,) uint32, a 64-bit seed drawn from a JAX key (raw or typed), for `words`."""
+    return jax.random.bits(key, (2,), jnp.uint32)

@@ -58,7 +58,8 @@ def static_exact(params: EnvParams) -> bool | None:
 
 def update_from_seed(twin: Twin, metrics: Metrics, cluster: Cluster, seed: jax.Array,
                      params: EnvParams, alloc_change: jax.Array | None = None) -> Twin:
-    """`update` with its randomness taken from a uint32 seed (used inside `step`).
+    """`update` with its randomness taken from a seed of `vte.rng.words` (inside `step`, the
+    step's (2,) uint32 64-bit seed).
 
     With exact-twin parameters (the default) the twin is the metrics: a `lax.cond` skips
     the noise and the per-node draws (a real branch whenever the parameters are not
