@@ -6,8 +6,10 @@
 Training episodes replay workloads of the `--trace` pod file on random sub-clusters of
 `--num-nodes` GPU nodes (the workload's GPU demand tuned to each sub-cluster,
 `vte.openb.env.make_params(subset=...)`), one workload per seed 10_000 + i, i <
-`--workloads`. The reward of a decision is the GPUs it allocated, so an episode's return
-is the published metric. Imitation labels each visited state with the `--teacher`
+`--workloads`. The reward of a decision is the share of the sub-cluster's GPUs it
+allocated, in percent (the environment's reward, GPUs, scaled by 100 / the sub-cluster's
+GPUs), so an episode's return is the published metric, GPU allocation at the end in %,
+whatever the sub-cluster's size. Imitation labels each visited state with the `--teacher`
 policy's action (`vte.openb.env.policy_action`).
 
 The evaluation (`eval.json`) replays the published seeds 42, 43, ... (`--eval-episodes`
@@ -31,7 +33,7 @@ from vte.files import atomic_write_text
 from vte.openb import env as oenv
 from vte.openb.network import as_policy
 from vte.openb.policies import POLICIES
-from vte.openb.trace import load_nodes, load_pods
+from vte.openb.trace import MILLI, load_nodes, load_pods
 
 TRAIN_SEED0 = 10_000        # training workloads: seeds 10_000 + i, apart from the published 42..
 EVAL_SEED0 = 42             # the published seeds
@@ -75,7 +77,9 @@ def make_openb_env(config) -> TrainEnv:
 
     def step(key, state, action):
         label = teacher(key, state, params) if teacher is not None else None
+        total = state.nodes.total_gpu_milli          # this episode's, before an auto-reset
         obs, state, reward, terminated, truncated, info = oenv.step(key, state, action, params)
+        reward = reward * (100.0 * MILLI) / jnp.maximum(total, 1)
         if label is not None:
             info["optimal_action"] = label
             info["matched_optimal"] = action == label
