@@ -37,13 +37,13 @@ from flax import struct
 
 from vte.openb import cluster
 from vte.openb.cluster import Pod, Spec, State
-from vte.openb.policies import CPU_NORM, Policy, fgd_gain
+from vte.openb.policies import CPU_NORM, Policy, fgd_gain, fgd_score
 from vte.openb.trace import MAX_GPUS_PER_NODE, MILLI, NodeTable, PodTable
 from vte.openb.workload import build_workload, pod_arrays, typical_pods
 
 GPU_RULE = "fgd"          # a shared pod's GPU: FGD's (least fragmentation, lowest index on ties)
 MEM_NORM = 1 << 20        # MiB: 1 TiB, the largest node of the trace
-BASE_NODE_FEATURES = 14   # node features before the GPU model one-hot (`Observation.nodes`)
+BASE_NODE_FEATURES = 16   # node features before the GPU model one-hot (`Observation.nodes`)
 
 
 @struct.dataclass
@@ -82,11 +82,14 @@ class EnvState:
 class Observation:
     """What a real scheduler sees: the nodes, the pod to place, the arrived share."""
 
-    nodes: jax.Array         # (N, 14 + M) float32, per node: free CPU / 128 cores, free memory
+    nodes: jax.Array         # (N, 16 + M) float32, per node: free CPU / 128 cores, free memory
                              # / 1 TiB, free milli of each of the 8 GPU slots / 1000 (0 on a
                              # missing slot), GPUs / 8, pods / 1001, allocated GPU share,
                              # FGD's fragmentation gain of placing the pod there / 1000
-                             # (GPUs; `policies.fgd_gain`), GPU model one-hot (M models)
+                             # (GPUs; `policies.fgd_gain`), FGD's published score / 100, the
+                             # node's tie-break rank / (N - 1) (the scheduler's own random
+                             # order, which the published policies break ties by), GPU model
+                             # one-hot (M models)
     pod: jax.Array           # (5 + M,) float32, CPU / 128 cores, memory / 1 TiB, GPUs / 8,
                              # milli per GPU / 1000, shared (1 GPU < 1000 milli), allowed
                              # models (M bits; all 1 when any model)
@@ -178,7 +181,8 @@ def observe_with_gpu(st: State, pod: Pod, spec: Spec, num_models: int
         jnp.stack([st.cpu_free / CPU_NORM, st.mem_free / MEM_NORM], -1),
         st.gpu_free.T / MILLI,
         jnp.stack([gpus / MAX_GPUS_PER_NODE, st.pods / cluster.MAX_PODS_PER_NODE, used,
-                   gain / MILLI], -1),
+                   gain / MILLI, fgd_score(gain) / 100.0,
+                   st.rank / jnp.maximum(st.rank.shape[0] - 1, 1)], -1),
         (spec.model[:, None] == m[None, :]).astype(jnp.float32),
     ], axis=-1).astype(jnp.float32)
     allowed = jnp.where(pod.model_mask == 0, 1.0, (jnp.right_shift(pod.model_mask, m) & 1).astype(jnp.float32))
