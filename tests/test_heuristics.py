@@ -174,9 +174,41 @@ def test_twin_view_estimates_equal_the_ground_truth_with_an_exact_twin(states, o
         np.testing.assert_allclose(np.asarray(getattr(est, field))[exists],
                                    np.asarray(getattr(truth, field))[exists],
                                    rtol=1e-4, err_msg=field)
-    view_feasible = jax.jit(jax.vmap(lambda o: scoring.score(
-        *H.twin_view(o, SMALL), o.weights, SMALL)[1]))(observations)
+    def view_score(o):
+        cluster, metrics, request, delay = H.twin_view(o, SMALL)
+        return scoring.score(cluster, metrics, request, o.weights, SMALL, delay)[1], delay, cluster
+    view_feasible, delay, cluster = jax.jit(jax.vmap(view_score))(observations)
     np.testing.assert_array_equal(view_feasible, np.asarray(feasible)[:, :-1])
+    # The request's real delays, read from the observation; the view holds one site, so
+    # nothing in it grows as N^2.
+    true_delay = jax.vmap(lambda s: scoring.link_delay(s.cluster, scoring.head(s.queue).origin))(states)
+    np.testing.assert_allclose(np.asarray(delay)[exists], np.asarray(true_delay)[exists], rtol=1e-6)
+    assert cluster.link_delay.shape[1:] == (1, 1)
+
+
+def test_the_feature_table_decodes_what_it_encodes(states):
+    """Every column decodes (`vte.observation.decode`) to its source in its unit, and the
+    names, the encoder and the bounds come from the one table."""
+    from vte import observation as O
+    state = jax.tree_util.tree_map(lambda x: x[0], states)
+    cols = O.static_node_features(state.cluster)
+    for f in O.NODE_STATIC_TABLE:
+        decoded = O.decode(O.NODE_STATIC_TABLE, cols, f.name)
+        source = jnp.where(state.cluster.mask, jnp.asarray(f.source(state.cluster), jnp.float32), 0.0)
+        np.testing.assert_allclose(decoded, source, rtol=1e-6, err_msg=f.name)
+    req = O.request_features(state.queue)
+    for f in O.REQUEST_TABLE:
+        source = jnp.where(state.queue.valid, jnp.asarray(f.source(state.queue), jnp.float32), 0.0)
+        np.testing.assert_allclose(O.decode(O.REQUEST_TABLE, req, f.name), source, rtol=1e-6,
+                                   err_msg=f.name)
+    obs = vte.get_obs(state, SMALL)
+    jobs = H.node_feature(obs, "jobs/slots", SMALL)
+    np.testing.assert_allclose(jobs, jnp.where(state.cluster.mask, state.twin.jobs, 0.0), rtol=1e-6)
+    with pytest.raises(ValueError, match="scaled by EnvParams.slots_per_node"):
+        H.node_feature(obs, "jobs/slots")
+    assert O.NODE_FEATURE_NAMES == tuple(f.name for f in O.NODE_TABLE)
+    low, high = O.bounds(O.NODE_TABLE)
+    assert low.shape == high.shape == (vte.NODE_FEATURES,)
 
 
 def test_best_allowed_never_leaves_the_mask_for_non_finite_scores(observations):

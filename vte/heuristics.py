@@ -2,8 +2,8 @@
 
 `ALL` maps a name to a policy `(key, obs, params) -> action` (() int32). A policy sees
 only the observation, as a real scheduler sees only the digital twin: it reads feature
-columns by their names (`vte.NODE_FEATURE_NAMES`, `vte.REQUEST_FEATURE_NAMES`) and
-undoes each column's scale from its name ("cpu_cores/64" holds cores / 64). It picks
+columns by their names (`vte.NODE_FEATURE_NAMES`, `vte.REQUEST_FEATURE_NAMES`), decoded to
+their units by the observation's own feature table (`vte.observation.decode`). It picks
 among the nodes the action mask allows (ties to the lowest index) and defers only when
 none is allowed; the mask is the truth's feasibility unless
 `EnvParams.mask_from_twin` makes it the twin's. Every policy is pure, deterministic per key, and works under jit and
@@ -48,8 +48,9 @@ weights, keeping those that tell nodes apart here:
 **Cost-model heuristics** (MCT, lowest energy, most reliable) estimate a node's
 completion time, energy and failure probability with the project's scoring code
 (`vte.scoring.score`) applied to the twin's view rebuilt from the observation
-(`twin_view`), never to the ground truth; with the default exact twin the estimates are
-the true values, with a noisy or stale twin they are not.
+(`twin_view`, with the delays the observation reports from the request's origin), never
+to the ground truth; with the default exact twin the estimates are the true values, with
+a noisy or stale twin they are not.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ import jax.numpy as jnp
 
 from vte import catalogue as C
 from vte import scenario, scoring
-from vte.observation import NODE_FEATURE_NAMES, REQUEST_FEATURE_NAMES
+from vte.observation import NODE_TABLE, REQUEST_TABLE, decode
 from vte.params import EnvParams
 from vte.types import Cluster, Metrics, Observation, Requests
 
@@ -76,33 +77,15 @@ KUBE_WEIGHTS = {"NodeResourcesFit": 1.0, "BalancedAllocation": 1.0, "NodeAffinit
 # Reading the observation by feature name
 # --------------------------------------------------------------------------
 
-def _column(names: tuple[str, ...], name: str) -> int:
-    if name not in names:
-        raise ValueError(f"feature {name!r} is not in the observation: allowed {names}")
-    return names.index(name)
-
-
-def _unscale(name: str, value: jax.Array) -> jax.Array:
-    """Undo the scale a feature name states: "x/64" holds x / 64, "x*100" holds x * 100."""
-    for op in ("/", "*"):
-        stem, sep, factor = name.rpartition(op)
-        if sep and stem:
-            try:
-                f = float(factor)
-            except ValueError:
-                continue
-            return value * f if op == "/" else value / f
-    return value
-
-
-def node_feature(obs: Observation, name: str) -> jax.Array:
-    """(N,) the node feature `name` in the unit its name states (scale undone)."""
-    return _unscale(name, obs.nodes[:, _column(NODE_FEATURE_NAMES, name)])
+def node_feature(obs: Observation, name: str, params: EnvParams | None = None) -> jax.Array:
+    """(N,) the node feature `name` in its unit (`vte.observation.decode`; `params` is
+    needed only for "jobs/slots")."""
+    return decode(NODE_TABLE, obs.nodes, name, params)
 
 
 def request_feature(obs: Observation, name: str) -> jax.Array:
-    """() the head request's feature `name` in the unit its name states (scale undone)."""
-    return _unscale(name, obs.request[_column(REQUEST_FEATURE_NAMES, name)])
+    """() the head request's feature `name` in its unit."""
+    return decode(REQUEST_TABLE, obs.request, name)
 
 
 def _bits(read, obs: Observation, prefix: str, items: tuple[str, ...], offset: int = 0):
@@ -132,10 +115,11 @@ def demand(obs: Observation) -> jax.Array:
     return jnp.stack([request_feature(obs, n) for n in _RESOURCE_NAMES])
 
 
-def twin_view(obs: Observation, params: EnvParams) -> tuple[Cluster, Metrics, Requests]:
+def twin_view(obs: Observation, params: EnvParams
+              ) -> tuple[Cluster, Metrics, Requests, jax.Array]:
     """The cluster, metrics and head request as the observation shows them, in the types
-    `vte.scoring.score` takes. The view has a single origin: every node sits at its own
-    site at the delay the observation reports from the head request's origin."""
+    `vte.scoring.score` takes, and the delays (N,) ms the observation reports from the
+    head request's origin (pass them to `score`: the view has no sites of its own)."""
     n = obs.nodes.shape[0]
     gpu_onehot = jnp.stack([node_feature(obs, f"gpu_{m}") for m in _GPUS])   # (M-1, N)
     gpu_model = jnp.sum(gpu_onehot * jnp.arange(1, len(_GPUS) + 1)[:, None], axis=0)
@@ -148,15 +132,15 @@ def twin_view(obs: Observation, params: EnvParams) -> tuple[Cluster, Metrics, Re
         capacity=capacity(obs),
         gpu_model=gpu_model.astype(jnp.int32),
         labels=_bits(node_feature, obs, "label_", C.LABELS),
-        site=jnp.arange(n, dtype=jnp.int32),
+        site=jnp.zeros((n,), jnp.int32),
         speed=node_feature(obs, "speed"),
-        bandwidth=node_feature(obs, "bandwidth_gbps/10") * 1000.0,          # Mbit/s
+        bandwidth=node_feature(obs, "bandwidth_gbps/10"),                   # Mbit/s
         power_idle=node_feature(obs, "power_idle_w/100"),
         power_peak=node_feature(obs, "power_peak_w/1000"),
         failure_rate=failure_rate,
         step_fail_prob=scenario.step_event_prob(failure_rate, params),
         bg_mean=zeros,
-        link_delay=node_feature(obs, "delay_from_origin_ms/100")[None, :],  # (1, N)
+        link_delay=jnp.zeros((1, 1), jnp.float32),     # one site; the delays come apart
     )
     metrics = Metrics(
         util=node_feature(obs, "cpu_util"),
@@ -164,7 +148,7 @@ def twin_view(obs: Observation, params: EnvParams) -> tuple[Cluster, Metrics, Re
         free=free(obs),
         power=node_feature(obs, "power_w/1000"),
         up=node_feature(obs, "up") > 0.5,
-        jobs=jnp.round(node_feature(obs, "jobs/slots") * params.slots_per_node),
+        jobs=jnp.round(node_feature(obs, "jobs/slots", params)),
     )
     bound = request_feature(obs, "has_latency_bound") > 0.5
     request = Requests(
@@ -181,14 +165,14 @@ def twin_view(obs: Observation, params: EnvParams) -> tuple[Cluster, Metrics, Re
         data_gb=request_feature(obs, "data_gb/100"),
         archetype=jnp.zeros((), jnp.int32),
     )
-    return cluster, metrics, request
+    return cluster, metrics, request, node_feature(obs, "delay_from_origin_ms/100")
 
 
 def estimates(obs: Observation, params: EnvParams) -> scoring.Breakdown:
     """Per-node completion time, energy, failure probability, ... of the head request,
     from `vte.scoring.score` on the twin's view (`twin_view`)."""
-    cluster, metrics, request = twin_view(obs, params)
-    _, _, breakdown = scoring.score(cluster, metrics, request, obs.weights, params)
+    cluster, metrics, request, delay = twin_view(obs, params)
+    _, _, breakdown = scoring.score(cluster, metrics, request, obs.weights, params, delay)
     return breakdown
 
 

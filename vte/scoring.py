@@ -140,7 +140,8 @@ def feasibility(cluster: Cluster, metrics: Metrics, request: Requests, params: E
 
 
 def score(cluster: Cluster, metrics: Metrics, request: Requests, weights: jax.Array,
-          params: EnvParams) -> tuple[jax.Array, jax.Array, Breakdown]:
+          params: EnvParams, delay: jax.Array | None = None
+          ) -> tuple[jax.Array, jax.Array, Breakdown]:
     """Cost and feasibility of placing one request on every node.
 
     Args:
@@ -148,13 +149,16 @@ def score(cluster: Cluster, metrics: Metrics, request: Requests, weights: jax.Ar
       metrics: ground-truth metrics now (`measure`).
       request: one request (scalar fields).
       weights: (3,) objective weights (performance, energy, reliability).
+      delay: (N,) ms from the request's origin to every node, when the caller has it
+        (the heuristics read it from the observation); else `link_delay` of the cluster.
     Returns:
       cost (N,) float32 (finite for every node, feasible or not), feasible (N,) bool,
       and the per-objective `Breakdown`.
     """
     cap = cluster.capacity
     demand = request.demand
-    delay = link_delay(cluster, request.origin)                          # (N,) ms
+    if delay is None:
+        delay = link_delay(cluster, request.origin)                      # (N,) ms
     feasible = feasibility(cluster, metrics, request, params, delay)
     wants_gpu = demand[C.GPU] > 0
 

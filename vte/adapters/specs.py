@@ -1,20 +1,14 @@
 """The observation as a space: every field's shape, dtype and bounds, and its flat form.
 
 Shared by the gymnax and Gymnasium adapters and importing neither. The bounds of the
-feature columns follow from what each column of `vte.observation` holds, read off its
-name (`NODE_FEATURE_NAMES`, `REQUEST_FEATURE_NAMES`):
-
-| columns | bounds | why |
-|---|---|---|
-| one-hot and bit features (`tier_*`, `gpu_*`, `label_*`, `accepts_*`, `required_*`, `rejected_*`, `preferred_*`, `exists`, `up`, `valid`, `has_latency_bound`) | [0, 1] | 0 or 1 |
-| `cpu_util`, `mem_util`, `jobs/slots` | [0, 1] | fractions (utilisation is clipped; jobs never exceed the slots) |
-| `free_*` | (-inf, inf) | free resources turn negative on an overcommitted node, and a noisy twin may report more than is free |
-| every other column (capacities, speed, bandwidth, power, failure rate, delay, report age, work, latency bound, data size) | [0, inf) | non-negative quantities whose maximum depends on the scenario mix and `EnvParams` |
-
-Columns of padded nodes and empty queue slots are 0, inside every bound. A feature
-added to `vte.observation` without a rule here fails at import, so the bounds cannot
-silently go stale. `weights` lie in [0, inf), `progress` in [0, 1]; the two masks are
-booleans.
+feature columns come from the observation's feature table (`vte.observation.bounds`):
+flags and fractions (`cpu_util`, `mem_util`) lie in [0, 1]; the free resources (`free_*`)
+in (-inf, inf), since they turn negative on an overcommitted node and a noisy twin may
+report more than is free; every other column (capacities, speed, bandwidth, power,
+failure rate, jobs, delay, report age, work, latency bound, data size) in [0, inf), as
+their maximum depends on the scenario mix and `EnvParams`. Columns of padded nodes and
+empty queue slots are 0, inside every bound. `weights` lie in [0, inf), `progress` in
+[0, 1]; the two masks are booleans.
 """
 
 from __future__ import annotations
@@ -25,46 +19,27 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from vte.observation import (NODE_FEATURE_NAMES, NODE_FEATURES, REQUEST_FEATURE_NAMES,
-                             REQUEST_FEATURES)
+from vte.observation import (NODE_FEATURE_NAMES, NODE_FEATURES, NODE_TABLE,
+                             REQUEST_FEATURE_NAMES, REQUEST_FEATURES, REQUEST_TABLE, bounds)
 from vte.params import EnvParams, num_actions
 from vte.types import Observation
 
 # ("nodes", "request", "queue", "queue_mask", "weights", "progress", "action_mask")
 FIELDS = tuple(f.name for f in dataclasses.fields(Observation))
 
-_BINARY_PREFIXES = ("tier_", "gpu_", "label_", "accepts_", "required_", "rejected_",
-                    "preferred_")
-_BINARY = ("exists", "up", "valid", "has_latency_bound")
-_FRACTIONS = ("cpu_util", "mem_util", "jobs/slots")
-_SIGNED_PREFIXES = ("free_",)
-_NON_NEGATIVE = (
-    "cpu_cores/64", "memory_gib/256", "gpus/8", "disk_gib/1000", "speed",
-    "bandwidth_gbps/10", "power_idle_w/100", "power_peak_w/1000", "failures_per_hour*100",
-    "power_w/1000", "delay_from_origin_ms/100", "report_age_steps/10", "work_hours",
-    "latency_bound_ms/100", "data_gb/100",
-)
-
-
 def feature_bound(name: str) -> tuple[float, float]:
-    """(low, high) of one feature column, by its name (see the module's table)."""
-    if name.startswith(_BINARY_PREFIXES) or name in _BINARY or name in _FRACTIONS:
-        return 0.0, 1.0
-    if name.startswith(_SIGNED_PREFIXES):
-        return -np.inf, np.inf
-    if name in _NON_NEGATIVE:
-        return 0.0, np.inf
-    raise ValueError(f"feature {name!r} has no bound: add it to one of the rules of "
-                     f"vte.adapters.specs (binary, fraction, signed or non-negative)")
+    """(low, high) of one feature column, by its name (node or request feature)."""
+    for table in (NODE_TABLE, REQUEST_TABLE):
+        names = [f.name for f in table]
+        if name in names:
+            lo, hi = bounds(table)
+            return float(lo[names.index(name)]), float(hi[names.index(name)])
+    raise ValueError(f"feature {name!r} is not in the observation: allowed "
+                     f"{NODE_FEATURE_NAMES + REQUEST_FEATURE_NAMES}")
 
 
-def _column_bounds(names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    lo, hi = zip(*(feature_bound(n) for n in names))
-    return np.asarray(lo, np.float32), np.asarray(hi, np.float32)
-
-
-NODE_LOW, NODE_HIGH = _column_bounds(NODE_FEATURE_NAMES)            # (NODE_FEATURES,) each
-REQUEST_LOW, REQUEST_HIGH = _column_bounds(REQUEST_FEATURE_NAMES)   # (REQUEST_FEATURES,)
+NODE_LOW, NODE_HIGH = bounds(NODE_TABLE)              # (NODE_FEATURES,) each
+REQUEST_LOW, REQUEST_HIGH = bounds(REQUEST_TABLE)     # (REQUEST_FEATURES,)
 
 
 class FieldSpec(NamedTuple):
