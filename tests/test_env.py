@@ -276,8 +276,8 @@ def test_placement_respects_capacity(params, jit_step, jit_reset):
             assert labels & req == req and labels & rej == 0
         state = new_state
     assert placed > 0
-    np.testing.assert_allclose(state.nodes.alloc, vte.scoring.allocated(state.nodes), atol=1e-3)
-    np.testing.assert_array_equal(state.nodes.jobs, vte.scoring.slot_count(state.nodes.job_active))
+    np.testing.assert_allclose(state.nodes.alloc, vte.dynamics.allocated(state.nodes), atol=1e-3)
+    np.testing.assert_array_equal(state.nodes.jobs, vte.dynamics.slot_count(state.nodes.job_active))
 
 
 def test_cached_head_scores_equal_a_fresh_scoring_after_every_step(params):

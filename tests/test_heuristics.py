@@ -19,7 +19,7 @@ REQUIRED = {"random", "round_robin", "first_fit", "best_fit", "least_allocated",
 _obs = jax.jit(jax.vmap(vte.get_obs, in_axes=(0, None)))
 def _ground_truth(state, params):
     """(feasible (N+1,), breakdown) of the head request, from the ground truth."""
-    cost, feasible, br = scoring.score(state.cluster, scoring.measure(state.cluster, state.nodes),
+    cost, feasible, br = scoring.score(state.cluster, vte.measure(state.cluster, state.nodes),
                                        scoring.head(state.queue), state.weights, params)
     return scoring.with_defer(cost, feasible, params)[1], br
 

@@ -323,8 +323,4 @@ class ImitateConfig(TrainConfig):
 CONFIGS = {"ppo": PPOConfig, "imitate": ImitateConfig}
 
 
-def config_class(algorithm: str) -> type[TrainConfig]:
-    return CONFIGS[algorithm]
-
-
 __all__ = ["TrainConfig", "PPOConfig", "ImitateConfig", "CONFIGS", "flag"]

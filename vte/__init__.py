@@ -25,7 +25,7 @@ from vte.observation import (NODE_FEATURE_NAMES, NODE_FEATURES, REQUEST_FEATURE_
                              REQUEST_FEATURES)
 from vte.network import SchedulerNet, make_policy
 from vte.params import EnvParams, num_actions
-from vte.scoring import measure
+from vte.dynamics import measure
 from vte.types import (Cluster, Counters, EnvState, HeadScores, Metrics, Nodes, Observation,
                        Requests, Twin)
 

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from vte import scoring
+from vte import dynamics, scoring
 from vte.params import EnvParams
 from vte.types import EnvState
 
@@ -37,7 +37,7 @@ def cost_matrix(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Arra
       costs: (queue_len, num_nodes) float32, dimensionless (`vte.scoring.score`).
       feasible: (queue_len, num_nodes) bool; rows of empty queue slots are all False.
     """
-    metrics = scoring.measure(state.cluster, state.nodes)
+    metrics = dynamics.measure(state.cluster, state.nodes)
 
     def one(request):
         cost, feasible, _ = scoring.score(state.cluster, metrics, request, state.weights,

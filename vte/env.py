@@ -25,6 +25,7 @@ environment axis, so the reset stays conditional there too.
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -32,14 +33,11 @@ import numpy as np
 from jax import lax
 
 from vte import catalogue as C
-from vte import fusion, rng, scenario, scoring, twin
+from vte import dynamics, fusion, rng, scenario, scoring, twin
 from vte.observation import get_obs, static_node_features
 from vte.params import EnvParams, check_param_shapes
 from vte.types import Counters, EnvState, Requests
 
-_STREAM_NODES = rng.STEP_NODES
-_STREAM_ARRIVALS = rng.STEP_ARRIVALS
-_STREAM_REQUESTS = rng.STEP_REQUESTS
 
 def _zero_counters() -> Counters:
     z = jnp.zeros((), jnp.int32)
@@ -53,14 +51,14 @@ def reset_state(key: jax.Array, params: EnvParams) -> EnvState:
     check_param_shapes(params)
     k_cluster, k_nodes, k_queue, k_weights = jax.random.split(key, 4)
     cluster = scenario.sample_cluster(k_cluster, params)
-    nodes = scenario.initial_nodes(k_nodes, cluster, params)
+    nodes = dynamics.initial_nodes(k_nodes, cluster, params)
     queue, incoming = scenario.initial_queue(k_queue, params)
     if params.sample_weights:
         weights = scenario.sample_weights(k_weights)
     else:
         weights = jnp.broadcast_to(jnp.asarray(params.weights, jnp.float32), (3,))
     weights = weights.astype(jnp.float32)
-    metrics = scoring.measure(cluster, nodes)
+    metrics = dynamics.measure(cluster, nodes)
     return EnvState(
         cluster=cluster,
         nodes=nodes,
@@ -208,124 +206,117 @@ def check_state_shapes(state: EnvState, params: EnvParams) -> None:
 
 
 def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
-    """One decision and one time advance: (state, reward, terminated, truncated, info)."""
+    """One decision and one time advance: (state, reward, terminated, truncated, info).
+
+    Phases: judge the decision against the scores of the state it was taken in, place
+    the head request, advance time (`vte.dynamics`), let requests arrive, report to the
+    twin, and score the next head request."""
     check_param_shapes(params)
     check_state_shapes(state, params)
-    n = params.num_nodes
     seed = rng.seed_from_key(key)
-    cl, nd, q = state.cluster, state.nodes, state.queue
-    hd = scoring.head(q)
-
-    # SCORE THE DECISION (ground truth, scored at the end of the previous step)
-    sc = state.scores
-    costs, feasible = sc.cost, sc.feasible
-    opt = sc.optimum
-    a, in_range = action_index(action, n)
-    a_c = jnp.clip(a, 0, n).astype(jnp.int32)
-    valid = in_range & feasible[a_c]
-    place = valid & (a_c < n)
-    defer = valid & (a_c == n) & hd.valid
-    opt_cost = costs[opt]
-    regret = jnp.where(valid, costs[a_c] - opt_cost, params.invalid_penalty)
-    cost = opt_cost + regret
-    node = jnp.minimum(a_c, n - 1)
-    completion = jnp.where(place, sc.completion[node], 0.0)
-    energy = jnp.where(place, sc.energy[node], 0.0)
-    failure_prob = jnp.where(place, sc.failure_prob[node], 0.0)
-
-    # PLACE THE HEAD REQUEST into a free slot of the node. The per-node totals get a
-    # one-hot add (fused with the release below); the slot's demand and end time are
-    # written in place, to an index past the end (dropped) when nothing is placed.
-    slot = jnp.argmin(nd.job_active[:, node])
-    held = scoring.held_demand(hd.demand)
-    on_node = place & (jnp.arange(n) == node)                                # (N,)
-    on_slot = on_node & (jnp.arange(nd.job_active.shape[0]) == slot)[:, None]  # (J, N)
-    w_slot = jnp.where(place, slot, nd.job_active.shape[0])
-    nd = nd.replace(
-        alloc=nd.alloc + jnp.where(on_node, held.astype(jnp.float32)[:, None], 0.0),
-        jobs=nd.jobs + on_node.astype(jnp.float32),
-        job_active=nd.job_active | on_slot,
-        job_demand=nd.job_demand.at[:, w_slot, node].set(held, mode="drop"),
-        job_end=nd.job_end.at[w_slot, node].set(state.time + completion, mode="drop"),
-    )
-
-    # ADVANCE TIME: completions, failures and repairs, background load
+    d = _judge(state, action, params)
+    nodes = dynamics.place(state.nodes, scoring.head(state.queue), d.node, d.place,
+                           state.time + d.completion)
     # From the integer step count, not summed: float32 sums drift (288 s per step instead of
     # 300 after a million steps); a product of exact integers is rounded once.
     t1 = (state.steps + 1).astype(jnp.float32) * params.step_seconds
-    w = rng.words(seed, _STREAM_NODES, (n, 2))
-    # Up nodes fail with their per-step probability, failed ones are repaired with
-    # repair_prob: one uniform per node decides both.
-    flip = rng.to_uniform(w[:, 0]) < jnp.where(nd.up, cl.step_fail_prob,
-                                               scenario.repair_prob(params))
-    up = nd.up ^ flip
-    # A job ends when it finishes or when its node is down after the step (then every job
-    # of the node is lost, also one that would have finished within the step). Computed
-    # once for the release and the slots left running.
-    gone = fusion.materialize(nd.job_active & ((nd.job_end <= t1) | ~up))
-    active = nd.job_active & ~gone
-    jobs = scoring.slot_count(active)
-    lost = jnp.sum(jnp.where(up, 0.0, nd.jobs))
-    n_lost = lost.astype(jnp.int32)
-    n_completed = (jnp.sum(nd.jobs) - jnp.sum(jobs) - lost).astype(jnp.int32)
-    # The load at t1 was drawn one step ahead; draw the one at t1 + dt.
-    bg_next = scenario.bg_move(nd.bg_next, rng.unit_noise(w[:, 1]), cl,
-                               t1 + params.step_seconds, params)
-    nd = nd.replace(bg_load=nd.bg_next, bg_next=bg_next, up=up, job_active=active, jobs=jobs,
-                    alloc=nd.alloc - scoring.slot_sum(gone, nd.job_demand))
-
-    # ARRIVALS: the candidates drawn at the previous step join; the next ones are drawn.
-    wa = rng.words(seed, _STREAM_ARRIVALS, (C.MAX_ARRIVALS,))
-    n_new = jnp.sum(rng.to_uniform(wa) < params.arrival_rate / C.MAX_ARRIVALS)
-    q, dropped = _update_queue(q, place, defer, state.incoming, n_new)
-    # The new head request is computed once (else every per-node fusion of the scoring
-    # below recomputes the queue update to find it, see vte.fusion); the queue itself is
-    # written straight into the state.
-    new_head = fusion.materialize(scoring.head(q))
-    incoming = scenario.sample_requests(
-        rng.words(seed, _STREAM_REQUESTS, (C.MAX_ARRIVALS, scenario.NUM_REQUEST_WORDS)), params)
-
-    # DIGITAL TWIN: the ground-truth metrics, folded into the twin; the scoring reads them
-    metrics = scoring.measure(cl, nd)
-    if twin.static_exact(params):
-        # Known exact while tracing: the twin is the metrics, written straight into the
-        # state (the outputs of the `lax.cond` below would be copied there).
-        tw = twin.from_metrics(metrics)
-    else:
-        metrics = fusion.materialize(metrics)
-        tw = twin.update_from_seed(state.twin, metrics, cl, seed, params,
-                                   alloc_change=nd.alloc - state.nodes.alloc)
-
-    matched = in_range & (a_c == opt)
+    nodes, n_lost, n_completed = dynamics.advance(nodes, state.cluster, seed, t1, params)
+    queue, incoming, new_head, dropped = _arrivals(state, d, seed, params)
+    metrics, tw = _report(state, nodes, seed, params)
     c = state.counters
     counters = c.replace(
-        placed=c.placed + place, deferred=c.deferred + defer, invalid=c.invalid + ~valid,
+        placed=c.placed + d.place, deferred=c.deferred + d.defer, invalid=c.invalid + ~d.valid,
         dropped=c.dropped + dropped, jobs_lost=c.jobs_lost + n_lost,
         completed=c.completed + n_completed,
-        matched=c.matched + matched, regret=c.regret + regret, energy=c.energy + energy)
+        matched=c.matched + d.matched, regret=c.regret + d.regret, energy=c.energy + d.energy)
     # SCORE THE NEXT HEAD REQUEST once, for the next decision and the action mask
-    scores = scoring.score_request(cl, metrics, new_head, state.weights, params)
-    state = state.replace(nodes=nd, queue=q, incoming=incoming, twin=tw, scores=scores,
+    scores = scoring.score_request(state.cluster, metrics, new_head, state.weights, params)
+    state = state.replace(nodes=nodes, queue=queue, incoming=incoming, twin=tw, scores=scores,
                           counters=counters, time=t1, steps=state.steps + 1)
     truncated = state.steps >= params.episode_len
     terminated = jnp.zeros((), bool)
     info = {
-        "optimal_action": opt,
-        "optimal_cost": opt_cost,
-        "cost": cost,
-        "regret": regret,
-        "matched_optimal": matched,
-        "invalid_action": ~valid,
-        "placed": place,
-        "deferred": defer,
-        "completion_time": completion,
-        "energy": energy,
-        "failure_prob": failure_prob,
+        "optimal_action": d.optimum,
+        "optimal_cost": d.optimal_cost,
+        "cost": d.optimal_cost + d.regret,
+        "regret": d.regret,
+        "matched_optimal": d.matched,
+        "invalid_action": ~d.valid,
+        "placed": d.place,
+        "deferred": d.defer,
+        "completion_time": d.completion,
+        "energy": d.energy,
+        "failure_prob": d.failure_prob,
         "dropped": dropped,
         "jobs_lost": n_lost,
         "counters": counters,
     }
-    return state, -regret, terminated, truncated, info
+    return state, -d.regret, terminated, truncated, info
+
+
+class _Decision(NamedTuple):
+    """The decision judged against the scores of the state it was taken in, () each."""
+
+    node: jax.Array          # int32, the chosen node (clipped into range)
+    valid: jax.Array         # bool, in range and feasible
+    place: jax.Array         # bool, a valid choice of a node
+    defer: jax.Array         # bool, a valid deferral of a real request
+    matched: jax.Array       # bool, the optimum
+    optimum: jax.Array       # int32, the optimal action
+    optimal_cost: jax.Array  # float32
+    regret: jax.Array        # float32, cost - optimal cost, or the invalid penalty
+    completion: jax.Array    # float32 s, of a placement (0 otherwise)
+    energy: jax.Array        # float32 J
+    failure_prob: jax.Array  # float32
+
+
+def _judge(state: EnvState, action: jax.Array, params: EnvParams) -> _Decision:
+    """SCORE THE DECISION on the ground truth, scored at the end of the previous step."""
+    n = params.num_nodes
+    sc = state.scores
+    a, in_range = action_index(action, n)
+    a_c = jnp.clip(a, 0, n).astype(jnp.int32)
+    valid = in_range & sc.feasible[a_c]
+    place = valid & (a_c < n)
+    opt_cost = sc.cost[sc.optimum]
+    node = jnp.minimum(a_c, n - 1)
+    return _Decision(
+        node=node, valid=valid, place=place,
+        defer=valid & (a_c == n) & scoring.head(state.queue).valid,
+        matched=in_range & (a_c == sc.optimum), optimum=sc.optimum, optimal_cost=opt_cost,
+        regret=jnp.where(valid, sc.cost[a_c] - opt_cost, params.invalid_penalty),
+        completion=jnp.where(place, sc.completion[node], 0.0),
+        energy=jnp.where(place, sc.energy[node], 0.0),
+        failure_prob=jnp.where(place, sc.failure_prob[node], 0.0))
+
+
+def _arrivals(state: EnvState, d: _Decision, seed: jax.Array, params: EnvParams):
+    """ARRIVALS: the candidates drawn at the previous step join the queue (after the head
+    leaves or moves back); the next ones are drawn. Returns (queue, incoming, new head,
+    dropped)."""
+    wa = rng.words(seed, rng.STEP_ARRIVALS, (C.MAX_ARRIVALS,))
+    n_new = jnp.sum(rng.to_uniform(wa) < params.arrival_rate / C.MAX_ARRIVALS)
+    queue, dropped = _update_queue(state.queue, d.place, d.defer, state.incoming, n_new)
+    # The new head request is computed once (else every per-node fusion of the scoring
+    # recomputes the queue update to find it, see vte.fusion); the queue itself is
+    # written straight into the state.
+    new_head = fusion.materialize(scoring.head(queue))
+    incoming = scenario.sample_requests(
+        rng.words(seed, rng.STEP_REQUESTS, (C.MAX_ARRIVALS, scenario.NUM_REQUEST_WORDS)), params)
+    return queue, incoming, new_head, dropped
+
+
+def _report(state: EnvState, nodes, seed: jax.Array, params: EnvParams):
+    """DIGITAL TWIN: the ground-truth metrics, folded into the twin; the scoring reads the
+    metrics. Returns (metrics, twin)."""
+    metrics = dynamics.measure(state.cluster, nodes)
+    if twin.static_exact(params):
+        # Known exact while tracing: the twin is the metrics, written straight into the
+        # state (the outputs of the `lax.cond` below would be copied there).
+        return metrics, twin.from_metrics(metrics)
+    metrics = fusion.materialize(metrics)
+    return metrics, twin.update_from_seed(state.twin, metrics, state.cluster, seed, params,
+                                          alloc_change=nodes.alloc - state.nodes.alloc)
 
 
 def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):

@@ -1,5 +1,12 @@
-"""Control over what XLA recomputes.
+"""Performance helpers: how values are laid out and what XLA recomputes.
 
+Two helpers change how a value is computed, never the value: `lookup` (a small static
+table indexed per node, as a chain of selects) and `materialize` (compute once into
+memory). Both pay on CPU, where they were measured; `set_hints(backend, ...)` switches
+either off for a backend where it does not (then `lookup` is a gather and `materialize`
+the identity). The switch is read while tracing, so set it before the first call.
+
+`materialize`: 
 XLA fuses an elementwise producer into each of its consumers and recomputes it there.
 When a per-environment value (the new head request, say) feeds per-node loops, every
 node of every fusion that reads it recomputes it; on CPU this turned out to be a large
@@ -15,6 +22,40 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+# Which helpers are on, by backend (`jax.default_backend()`); absent means on.
+HINTS: dict[str, dict[str, bool]] = {}
+
+
+def set_hints(backend: str, *, lookup: bool | None = None, materialize: bool | None = None):
+    """Switch the performance helpers on or off for `backend` ("cpu", "gpu", "tpu").
+    Compiled programs keep what they were traced with."""
+    hints = HINTS.setdefault(backend, {})
+    if lookup is not None:
+        hints["lookup"] = bool(lookup)
+    if materialize is not None:
+        hints["materialize"] = bool(materialize)
+
+
+def enabled(name: str) -> bool:
+    """Whether helper `name` is on for the default backend."""
+    return HINTS.get(jax.default_backend(), {}).get(name, True)
+
+
+def lookup(table, index: jax.Array) -> jax.Array:
+    """`table[index]` for a small static table, as a chain of selects.
+
+    Under vmap a gather from a tiny table becomes a batched gather, which XLA on CPU runs
+    element by element; a few selects vectorise. A plain gather when switched off.
+    """
+    if not enabled("lookup"):
+        return jnp.stack([jnp.asarray(t) for t in table])[index]
+    out = jnp.full(index.shape, table[0], jnp.asarray(table).dtype)
+    for i in range(1, len(table)):
+        out = jnp.where(index == i, table[i], out)
+    return out
+
+
 
 
 def _always(tree) -> jax.Array:
@@ -34,8 +75,10 @@ def materialize(tree):
 
     Works under jit and vmap (the batched rule keeps one unbatched predicate, so the
     `cond` stays a `cond` rather than becoming a `select`). Purely a performance hint:
-    the values are identical.
+    the values are identical. The identity when switched off (`set_hints`).
     """
+    if not enabled("materialize"):
+        return tree
     return _cond(tree)
 
 
@@ -47,4 +90,4 @@ def _materialize_batched(axis_size, in_batched, tree):
     return materialize(tree), in_batched[0]
 
 
-__all__ = ["materialize"]
+__all__ = ["materialize", "lookup", "set_hints", "enabled", "HINTS"]

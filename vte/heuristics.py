@@ -61,7 +61,7 @@ import jax
 import jax.numpy as jnp
 
 from vte import catalogue as C
-from vte import scenario, scoring
+from vte import dynamics, scoring
 from vte.observation import NODE_TABLE, REQUEST_TABLE, decode
 from vte.params import EnvParams
 from vte.types import Cluster, Metrics, Observation, Requests
@@ -138,7 +138,7 @@ def twin_view(obs: Observation, params: EnvParams
         power_idle=node_feature(obs, "power_idle_w/100"),
         power_peak=node_feature(obs, "power_peak_w/1000"),
         failure_rate=failure_rate,
-        step_fail_prob=scenario.step_event_prob(failure_rate, params),
+        step_fail_prob=dynamics.step_event_prob(failure_rate, params),
         bg_mean=zeros,
         link_delay=jnp.zeros((1, 1), jnp.float32),     # one site; the delays come apart
     )

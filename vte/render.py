@@ -48,7 +48,7 @@ from vte import heuristics
 from vte.env import reset as vte_reset
 from vte.env import step as vte_step
 from vte.params import EnvParams, parse_assignments
-from vte.scoring import measure
+from vte.dynamics import measure
 from vte.types import EnvState
 
 FIGSIZE = (12.8, 7.2)   # inches

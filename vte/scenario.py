@@ -18,18 +18,14 @@ import numpy as np
 from vte import catalogue as C
 from vte import rng
 from vte.params import EnvParams
-from vte.scoring import lookup
+from vte.dynamics import step_event_prob
+from vte.fusion import lookup
 from vte.types import Cluster, Nodes, Requests
 
 NUM_NODE_WORDS = 16     # random words consumed per node
 NUM_REQUEST_WORDS = 14  # random words consumed per request
 
-# Hash streams of the reset draws (`vte.rng.key_words`).
-_STREAM_NODES = rng.RESET_NODES
-_STREAM_SITES = rng.RESET_SITES
-_STREAM_LOAD = rng.RESET_LOAD
-_STREAM_QUEUE = rng.RESET_QUEUE
-_STREAM_WEIGHTS = rng.RESET_WEIGHTS
+# The reset draws come from streams `vte.rng.RESET_*` of `vte.rng.key_words`.
 
 
 def _f32(x) -> jax.Array:
@@ -80,20 +76,10 @@ def _bernoulli_bits(w: jax.Array, probs: jax.Array) -> jax.Array:
     return jnp.sum(jnp.where(hit, 1 << jnp.arange(C.NUM_LABELS), 0), axis=-1).astype(jnp.int32)
 
 
-def daily_bg_mean(cluster: Cluster, time: jax.Array) -> jax.Array:
-    """Daily profile of the background load the random walk reverts to, fraction, (N,)."""
-    num_sites = cluster.link_delay.shape[-1]
-    # Sites sit in time zones spread over the day: site s is s / S of a day ahead.
-    day = time / 86400.0 + jnp.arange(num_sites, dtype=jnp.float32) / num_sites
-    profile = 1.0 + C.DAILY_AMPLITUDE * jnp.sin(2.0 * jnp.pi * day)    # (S,), one sine per site
-    mean = cluster.bg_mean * lookup([profile[i] for i in range(num_sites)], cluster.site)
-    return jnp.clip(mean, 0.0, C.BG_MAX)
-
-
 def sample_cluster(key: jax.Array, params: EnvParams) -> Cluster:
     """Nodes and sites of a fresh scenario."""
     n, s = params.num_nodes, params.num_sites
-    w = rng.key_words(key, _STREAM_NODES, (n, NUM_NODE_WORDS))
+    w = rng.key_words(key, rng.RESET_NODES, (n, NUM_NODE_WORDS))
     u = rng.to_uniform(w)
 
     tier = categorical(u[:, 0], _f32(params.tier_shares))
@@ -126,7 +112,7 @@ def sample_cluster(key: jax.Array, params: EnvParams) -> Cluster:
 
     failure_rate = _rows(C.KIND_FAILURE_RATE, kind) * params.failure_rate_scale
 
-    pos = rng.to_uniform(rng.key_words(key, _STREAM_SITES, (s, 2)))
+    pos = rng.to_uniform(rng.key_words(key, rng.RESET_SITES, (s, 2)))
     dist = jnp.sqrt(jnp.sum((pos[:, None, :] - pos[None, :, :]) ** 2, axis=-1))
     link_delay = jnp.where(jnp.eye(s, dtype=bool), C.INTRA_SITE_DELAY_MS,
                            C.LINK_BASE_DELAY_MS + C.LINK_DELAY_MS_PER_UNIT * dist)
@@ -191,54 +177,16 @@ def sample_requests(w: jax.Array, params: EnvParams) -> Requests:
 def sample_weights(key: jax.Array) -> jax.Array:
     """Objective weights (performance, energy, reliability) = 3 x Dirichlet(1, 1, 1), (3,):
     three exponential draws divided by their sum (which has that distribution)."""
-    u = rng.to_uniform(rng.key_words(key, _STREAM_WEIGHTS, (3,)))
+    u = rng.to_uniform(rng.key_words(key, rng.RESET_WEIGHTS, (3,)))
     e = -jnp.log1p(-u)                      # Exp(1); u < 1, so finite (at most ~16.6)
     return 3.0 * e / jnp.maximum(jnp.sum(e), 1e-30)
-
-
-def step_event_prob(rate_per_hour: jax.Array, params: EnvParams) -> jax.Array:
-    """Probability that a Poisson event of `rate_per_hour` happens within one step:
-    1 - exp(-rate * step_seconds / 3600). Used for failures (rate = failure_rate) and
-    repairs (rate = 1 / repair_hours)."""
-    return -jnp.expm1(-rate_per_hour * (params.step_seconds / 3600.0))
-
-
-def repair_prob(params: EnvParams) -> jax.Array:
-    """Probability that a failed node is repaired within one step, ()."""
-    return step_event_prob(1.0 / params.repair_hours, params)
-
-
-def bg_move(bg: jax.Array, noise: jax.Array, cluster: Cluster, time: jax.Array,
-            params: EnvParams) -> jax.Array:
-    """Background load one step later, at `time`: a mean-reverting move towards the daily
-    profile plus `bg_volatility` times unit-variance `noise` (N,), clipped to [0, BG_MAX]."""
-    bg = bg + params.bg_reversion * (daily_bg_mean(cluster, time) - bg)
-    return jnp.clip(bg + params.bg_volatility * noise, 0.0, C.BG_MAX)
-
-
-def initial_nodes(key: jax.Array, cluster: Cluster, params: EnvParams) -> Nodes:
-    """Dynamic node state at time 0: no jobs, all nodes up, background load at its profile
-    (and its first move drawn)."""
-    n, j = params.num_nodes, params.slots_per_node
-    bg = daily_bg_mean(cluster, jnp.float32(0.0))
-    noise = rng.unit_noise(rng.key_words(key, _STREAM_LOAD, (n,)))
-    return Nodes(
-        bg_load=bg,
-        bg_next=bg_move(bg, noise, cluster, jnp.float32(params.step_seconds), params),
-        up=jnp.ones((n,), bool),
-        alloc=jnp.zeros((C.NUM_RESOURCES, n), jnp.float32),
-        jobs=jnp.zeros((n,), jnp.float32),
-        job_active=jnp.zeros((j, n), bool),
-        job_demand=jnp.zeros((C.NUM_RESOURCES, j, n), jnp.uint16),
-        job_end=jnp.zeros((j, n), jnp.float32),
-    )
 
 
 def initial_queue(key: jax.Array, params: EnvParams) -> tuple[Requests, Requests]:
     """(queue, incoming): a queue filled to `initial_queue_fill` of its K slots with fresh
     requests, and the MAX_ARRIVALS candidates of the first step's arrivals."""
     k = params.queue_len
-    words = rng.key_words(key, _STREAM_QUEUE, (k + C.MAX_ARRIVALS, NUM_REQUEST_WORDS))
+    words = rng.key_words(key, rng.RESET_QUEUE, (k + C.MAX_ARRIVALS, NUM_REQUEST_WORDS))
     reqs = sample_requests(words, params)
     queue = jax.tree_util.tree_map(lambda x: x[:k], reqs)
     incoming = jax.tree_util.tree_map(lambda x: x[k:], reqs)
@@ -246,6 +194,5 @@ def initial_queue(key: jax.Array, params: EnvParams) -> tuple[Requests, Requests
     return queue.replace(valid=(jnp.arange(k) < filled).astype(jnp.bool_)), incoming
 
 
-__all__ = ["sample_cluster", "sample_requests", "initial_nodes", "initial_queue",
-           "daily_bg_mean", "bg_move", "sample_weights", "step_event_prob", "repair_prob", "categorical",
-           "NUM_NODE_WORDS", "NUM_REQUEST_WORDS"]
+__all__ = ["sample_cluster", "sample_requests", "initial_queue", "sample_weights",
+           "categorical", "NUM_NODE_WORDS", "NUM_REQUEST_WORDS"]

@@ -12,9 +12,10 @@ import jax.numpy as jnp
 from flax import struct
 
 from vte import catalogue as C
-from vte import fusion
+from vte import dynamics, fusion
+from vte.fusion import lookup
 from vte.params import EnvParams
-from vte.types import Cluster, EnvState, HeadScores, Metrics, Nodes, Requests
+from vte.types import Cluster, EnvState, HeadScores, Metrics, Requests
 
 _EPS = 1e-4  # tolerance of the capacity check (GiB, cores)
 
@@ -33,80 +34,10 @@ class Breakdown:
     missing_preferred: jax.Array  # number of preferred labels the node lacks
 
 
-def lookup(table, index: jax.Array) -> jax.Array:
-    """`table[index]` for a small static table, as a chain of selects.
-
-    Under vmap a gather from a tiny table becomes a batched gather, which XLA on CPU runs
-    element by element; a few selects vectorise.
-    """
-    out = jnp.full(index.shape, table[0], jnp.asarray(table).dtype)
-    for i in range(1, len(table)):
-        out = jnp.where(index == i, table[i], out)
-    return out
-
-
 def link_delay(cluster: Cluster, origin: jax.Array) -> jax.Array:
     """Delay from site `origin` to every node's site, ms, (N,)."""
     row = cluster.link_delay[origin]                                   # (S,)
     return lookup([row[s] for s in range(row.shape[0])], cluster.site)
-
-
-def held_demand(demand: jax.Array) -> jax.Array:
-    """The resources a placed job holds, as stored in `Nodes.job_demand`: its demand in
-    whole units (cores, GiB, GPUs, GiB), rounded up, uint16.
-
-    Sampled demands are whole numbers, so this is exact for them; a hand-made fractional
-    demand is held rounded up. Values above 65535 units never fit a node, so they are
-    never placed. Stored as uint16 because reading the slots' demands is the largest
-    memory traffic of a step.
-    """
-    return jnp.ceil(jnp.clip(demand, 0.0, 65535.0)).astype(jnp.uint16)
-
-
-def slot_sum(mask: jax.Array, demand: jax.Array) -> jax.Array:
-    """Resources of the slots selected by `mask` (J, N), from `demand` (R, J, N): (R, N)
-    float32.
-
-    Summed slot by slot (J is small and static): XLA on CPU compiles a masked reduction
-    over the slot axis into a loop several times slower than this unrolled sum.
-    """
-    return sum(jnp.where(mask[i], demand[:, i].astype(jnp.float32), 0.0)
-               for i in range(mask.shape[0]))
-
-
-def slot_count(mask: jax.Array) -> jax.Array:
-    """Number of slots selected by `mask` (J, N) on each node, (N,) float32 (unrolled, as
-    `slot_sum`)."""
-    return sum(mask[i].astype(jnp.float32) for i in range(mask.shape[0]))
-
-
-def allocated(nodes: Nodes) -> jax.Array:
-    """Resources held by running jobs recomputed from the slots, (R, N) (equals `nodes.alloc`;
-    `slot_count(nodes.job_active)` likewise equals `nodes.jobs`)."""
-    return slot_sum(nodes.job_active, nodes.job_demand)
-
-
-# Share of the background CPU load that shows on each resource (cpu, mem, gpu, disk).
-_BG_SHARE = (1.0, C.MEM_BG_RATIO, 0.0, 0.0)
-
-
-def measure(cluster: Cluster, nodes: Nodes) -> Metrics:
-    """Ground-truth metrics of every node: what a perfect monitoring system reports."""
-    cap = cluster.capacity
-    alloc = nodes.alloc
-    used = cap * (jnp.asarray(_BG_SHARE, jnp.float32)[:, None] * nodes.bg_load) + alloc  # (R, N)
-    util = jnp.clip(used[C.CPU] / jnp.maximum(cap[C.CPU], 1.0), 0.0, 1.0)
-    mem_util = jnp.clip(used[C.MEM] / jnp.maximum(cap[C.MEM], 1.0), 0.0, 1.0)
-    power = (cluster.power_idle + (cluster.power_peak - cluster.power_idle) * util
-             + lookup(C.GPU_WATTS, cluster.gpu_model) * alloc[C.GPU])
-    return Metrics(
-        util=util,
-        mem_util=mem_util,
-        free=cap - used,
-        power=jnp.where(nodes.up, power, 0.0),
-        up=nodes.up,
-        jobs=nodes.jobs,
-    )
 
 
 def _popcount(x: jax.Array) -> jax.Array:
@@ -249,7 +180,7 @@ def score_request(cluster: Cluster, metrics: Metrics, request: Requests, weights
 
 def fresh_scores(state: EnvState, params: EnvParams) -> HeadScores:
     """`score_head` of `state` from its ground truth, ignoring the cached `state.scores`."""
-    return score_head(state.cluster, measure(state.cluster, state.nodes), state.queue,
+    return score_head(state.cluster, dynamics.measure(state.cluster, state.nodes), state.queue,
                       state.weights, params)
 
 

@@ -107,7 +107,7 @@ def update(twin: Twin, metrics: Metrics, cluster: Cluster, key: jax.Array,
 
     Args:
       twin: the current twin.
-      metrics: the ground-truth metrics now (`vte.scoring.measure`).
+      metrics: the ground-truth metrics now (`vte.dynamics.measure`).
       cluster: the scenario (capacities, used to turn utilisation into free resources).
       key: a JAX key for reporting and noise.
       alloc_change: (R, N), the change of `Nodes.alloc` since the previous update (the

@@ -51,7 +51,7 @@ class Nodes:
                              # up to date incrementally like alloc)
     job_active: jax.Array    # (J, N) bool, slot holds a running job
     job_demand: jax.Array    # (R, J, N) uint16, resources the job holds, whole units
-                             # (`scoring.held_demand`: the demand rounded up)
+                             # (`dynamics.held_demand`: the demand rounded up)
     job_end: jax.Array       # (J, N) float32, s, simulated time the job completes
 
 

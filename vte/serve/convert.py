@@ -275,7 +275,7 @@ def cluster_view(cs: S.ClusterState, params: EnvParams, num_nodes: int | None = 
         up[i] = (info.ready is not False) and m.cpu_cores is not None and m.mem_total is not None
         njobs[i] = jobs.get(i, 0)
         # A node that reports no power draws what the power model of
-        # `vte.scoring.measure` gives at its utilisation and held GPUs (0 when down).
+        # `vte.dynamics.measure` gives at its utilisation and held GPUs (0 when down).
         power[i] = (m.power_watts if m.power_watts is not None else
                     (p_idle[i] + (p_peak[i] - p_idle[i]) * f32(u)
                      + C.GPU_WATTS[model] * held_gpus.get(i, 0.0)) if up[i] else 0.0)

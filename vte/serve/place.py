@@ -27,7 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from vte import catalogue as C
-from vte import scoring
+from vte import dynamics, scoring
+from vte.fusion import lookup
 from vte import twin as twin_lib
 from vte.observation import get_obs, static_node_features
 from vte.params import EnvParams
@@ -76,13 +77,13 @@ def book(twin: Twin, cluster: Cluster, demand: jax.Array, node: jax.Array,
          place: jax.Array) -> Twin:
     """The twin after placing `demand` (R,) on `node` when `place` (() bool).
 
-    The node holds `scoring.held_demand(demand)` (whole units) more: its free resources
+    The node holds `dynamics.held_demand(demand)` (whole units) more: its free resources
     fall by it, its job count rises by one, and its utilisation and power follow
-    `scoring.measure`'s formulas (util = clip(used / cap, 0, 1) with used = cap - free;
+    `dynamics.measure`'s formulas (util = clip(used / cap, 0, 1) with used = cap - free;
     power rises by (P_peak - P_idle) times the utilisation's rise plus the GPUs' watts)."""
     n = cluster.mask.shape[0]
     on = place & (jnp.arange(n) == node)                                     # (N,)
-    held = scoring.held_demand(demand).astype(jnp.float32)
+    held = dynamics.held_demand(demand).astype(jnp.float32)
     free = twin.free - jnp.where(on, held[:, None], 0.0)
     cap = cluster.capacity
     util = jnp.where(on, jnp.clip((cap[C.CPU] - free[C.CPU]) / jnp.maximum(cap[C.CPU], 1.0),
@@ -90,7 +91,7 @@ def book(twin: Twin, cluster: Cluster, demand: jax.Array, node: jax.Array,
     mem_util = jnp.where(on, jnp.clip((cap[C.MEM] - free[C.MEM]) / jnp.maximum(cap[C.MEM], 1.0),
                                       0.0, 1.0), twin.mem_util)
     rise = ((cluster.power_peak - cluster.power_idle) * (util - twin.util)
-            + scoring.lookup(C.GPU_WATTS, cluster.gpu_model) * held[C.GPU])
+            + lookup(C.GPU_WATTS, cluster.gpu_model) * held[C.GPU])
     return twin.replace(free=free, util=util, mem_util=mem_util,
                         power=jnp.where(on, twin.power + rise, twin.power),
                         jobs=twin.jobs + on.astype(jnp.float32))
