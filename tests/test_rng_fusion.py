@@ -1,0 +1,86 @@
+"""The cheap random words of `vte.rng` and the performance helpers of `vte.fusion`."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from vte import fusion, rng
+
+
+def test_words_are_uniform():
+    u = np.asarray(rng.to_uniform(rng.words(jnp.asarray([7, 9], jnp.uint32), rng.STEP_NODES,
+                                            (200_000,))))
+    assert 0.0 <= u.min() and u.max() < 1.0
+    assert stats.kstest(u, "uniform").pvalue > 1e-3
+    counts = np.histogram(u, bins=64, range=(0, 1))[0]
+    assert stats.chisquare(counts).pvalue > 1e-3
+    noise = np.asarray(rng.unit_noise(rng.words(jnp.uint32(3), 1, (200_000,))))
+    assert abs(noise.mean()) < 0.01 and abs(noise.var() - 1.0) < 0.01
+
+
+def test_streams_seeds_and_both_seed_halves_give_independent_words():
+    seed = jnp.asarray([1, 2], jnp.uint32)
+    n = 100_000
+    draws = {
+        "stream A": rng.words(seed, rng.STEP_NODES, (n,)),
+        "stream B": rng.words(seed, rng.STEP_ARRIVALS, (n,)),
+        "other first word": rng.words(jnp.asarray([3, 2], jnp.uint32), rng.STEP_NODES, (n,)),
+        "other second word": rng.words(jnp.asarray([1, 5], jnp.uint32), rng.STEP_NODES, (n,)),
+    }
+    u = {k: np.asarray(rng.to_uniform(v), np.float64) for k, v in draws.items()}
+    names = list(u)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            assert abs(np.corrcoef(u[a], u[b])[0, 1]) < 0.02, (a, b)
+            assert np.mean(np.asarray(draws[a]) == np.asarray(draws[b])) < 1e-3, (a, b)
+    # Reset's words are the same function of the key's 64-bit seed.
+    key = jax.random.PRNGKey(11)
+    np.testing.assert_array_equal(rng.key_words(key, rng.RESET_NODES, (4, 3)),
+                                  rng.words(rng.seed_from_key(key), rng.RESET_NODES, (4, 3)))
+    assert rng.seed_from_key(key).shape == (2,)
+
+
+def test_words_are_deterministic_and_work_under_jit_and_vmap():
+    seeds = jnp.asarray([[1, 2], [3, 4], [5, 6]], jnp.uint32)
+    batched = jax.jit(jax.vmap(lambda s: rng.words(s, 5, (8,))))(seeds)
+    for i in range(3):
+        np.testing.assert_array_equal(batched[i], rng.words(seeds[i], 5, (8,)))
+
+
+TREE = {"a": jnp.arange(6.0).reshape(2, 3), "b": jnp.asarray([1, 2, 3], jnp.int32)}
+
+
+def test_materialize_is_the_identity_under_jit_vmap_and_nested_vmap():
+    def f(tree):
+        out = fusion.materialize(jax.tree_util.tree_map(lambda x: x * 2, tree))
+        return jax.tree_util.tree_map(lambda x: x + 1, out)
+
+    expected = jax.tree_util.tree_map(lambda x: x * 2 + 1, TREE)
+    for fn in (f, jax.jit(f)):
+        jax.tree_util.tree_map(np.testing.assert_array_equal, fn(TREE), expected)
+    stacked = jax.tree_util.tree_map(lambda x: jnp.stack([x, x + 1]), TREE)
+    once = jax.jit(jax.vmap(f))(stacked)
+    twice = jax.jit(jax.vmap(jax.vmap(f)))(jax.tree_util.tree_map(lambda x: x[None], stacked))
+    want = jax.tree_util.tree_map(lambda x: x * 2 + 1, stacked)
+    jax.tree_util.tree_map(np.testing.assert_array_equal, once, want)
+    jax.tree_util.tree_map(lambda x, y: np.testing.assert_array_equal(x[0], y), twice, want)
+    # The batched rule keeps a real conditional: the predicate is not batched.
+    text = jax.jit(jax.vmap(f)).lower(stacked).as_text()
+    assert "case" in text or "conditional" in text
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_lookup_and_materialize_give_the_same_values_switched_on_or_off(on, monkeypatch):
+    monkeypatch.setattr(fusion, "HINTS", {})
+    fusion.set_hints(jax.default_backend(), lookup=on, materialize=on)
+    assert fusion.enabled("lookup") is on and fusion.enabled("materialize") is on
+    table = [10.0, 20.0, 30.0, 40.0]
+    index = jnp.asarray([[3, 0], [1, 2]])
+    np.testing.assert_array_equal(jax.jit(fusion.lookup, static_argnums=0)(tuple(table), index),
+                                  np.asarray(table)[np.asarray(index)])
+    np.testing.assert_array_equal(jax.vmap(lambda i: fusion.lookup(table, i))(index),
+                                  np.asarray(table)[np.asarray(index)])
+    jax.tree_util.tree_map(np.testing.assert_array_equal,
+                           jax.jit(fusion.materialize)(TREE), TREE)
