@@ -217,3 +217,20 @@ def test_profile_rejects_bad_flags(capsys):
     with pytest.raises(SystemExit):
         step_profile.main(["--steps", "3"])
     assert "--steps must be a multiple of 2" in capsys.readouterr().err
+
+
+def test_mistakes_breaks_a_run_down_by_group(tmp_path, capsys):
+    from benchmarks import mistakes
+    from tests.test_train import PPO_RUN
+    from train import ppo
+    run = str(tmp_path / "run")
+    ppo.main(PPO_RUN + ["--out", run, "--eval-episodes", "0"])
+    out = tmp_path / "m.json"
+    result = mistakes.main([run, "--episodes", "3", "--json", str(out)])[run]
+    assert json.loads(out.read_text())[run] == result
+    assert result["all"]["decisions"] == 1.0 and result["all"]["regret_share"] == pytest.approx(1.0)
+    archetypes = sum(result[k]["decisions"] for k in result if k.startswith("archetype="))
+    assert archetypes + result["no head request"]["decisions"] == pytest.approx(1.0)
+    gaps = sum(result[k]["decisions"] for k in result if k.startswith("gap in"))
+    assert gaps <= 1.0 + 1e-6
+    assert "miss rate" in capsys.readouterr().out
