@@ -195,6 +195,8 @@ def test_the_feature_table_decodes_what_it_encodes(states):
     for f in O.NODE_STATIC_TABLE:
         decoded = O.decode(O.NODE_STATIC_TABLE, cols, f.name)
         source = jnp.where(state.cluster.mask, jnp.asarray(f.source(state.cluster), jnp.float32), 0.0)
+        if f.stated is not None:          # decoded in the unit the name states
+            source = source * (f.stated / f.scale)
         np.testing.assert_allclose(decoded, source, rtol=1e-6, err_msg=f.name)
     req = O.request_features(state.queue)
     for f in O.REQUEST_TABLE:

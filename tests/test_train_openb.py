@@ -157,3 +157,30 @@ def test_bad_openb_flags_fail_before_any_work(argv, message, capsys, tmp_path):
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "x")
+
+
+def test_openb_runs_are_refused_where_vte_clusters_are_expected(imitation_run, trace_files,
+                                                                 capsys, tmp_path):
+    """Serving, drawing and --init-from across node files of other GPU models say why."""
+    out, _ = imitation_run
+    from vte.render import resolve_policy
+    from vte.serve.place import make_placer
+    with pytest.raises(ValueError, match="trained on the OpenB trace replay"):
+        resolve_policy(out)
+    with pytest.raises(ValueError, match="trained on the OpenB trace replay"):
+        make_placer(out)
+    with pytest.raises(SystemExit) as exc:       # the small trace has 2 GPU models, gpu 7
+        imitate.main(["--env", "openb", "--teacher", "fgd", "--init-from", out,
+                      "--hidden", "16", "--out", str(tmp_path / "x")])
+    assert exc.value.code == 2 and "the network's input width differs" in capsys.readouterr().err
+
+
+def test_sub_clusters_without_a_gpu_are_drawn_again(tmp_path):
+    """With CPU-only nodes in the file, a 1-node sub-cluster is redrawn until it has a GPU."""
+    from tests.test_openb import POD_HEADER, small_nodes, write
+    nodes = small_nodes(tmp_path)                  # n3 has no GPU
+    pods = vte.openb.load_pods(write(tmp_path, "pods.csv", POD_HEADER,
+                                     [("p0", 1000, 1024, 1, 500, ""), ("p1", 1000, 1024, 0, 0, "")]),
+                               nodes)
+    params = oenv.make_params(nodes, pods, seeds=range(24), subset=1)
+    assert np.all(np.asarray(params.nodes.num_gpus).sum(axis=1) > 0)

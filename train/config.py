@@ -95,9 +95,9 @@ class TrainConfig:
                       "multigpu20) or a CSV path (openb)", group="environment")
     nodes: str = flag("gpu", "OpenB node file: gpu (the paper's 1213 GPU nodes), all (with the "
                       "CPU-only nodes) or a CSV path (openb)", group="environment")
-    workloads: int = flag(256, "training workloads of the bank, one per seed 0..W-1 "
-                          "(openb; evaluation uses seeds from 10**6 on)", low=1,
-                          group="environment")
+    workloads: int = flag(256, "training workloads of the bank, one per seed 10000..10000+W-1 "
+                          "(openb; the evaluation replays the published seeds 42, 43, ...)",
+                          low=1, group="environment")
     tune: float = flag(1.3, "workload GPU demand / cluster GPUs (openb)", low=0.0,
                        group="environment")
     # outputs
@@ -116,6 +116,9 @@ class TrainConfig:
     def __post_init__(self):
         for f in fields(self):
             self._check_field(f)
+        # A list (from JSON or a caller) becomes the tuple the field is, so the frozen
+        # config stays hashable and compares equal to its round trip.
+        object.__setattr__(self, "weights", tuple(float(w) for w in self.weights))
         batch = self.num_envs * self.num_steps
         if self.total_timesteps < batch:
             raise _invalid("total_timesteps", self.total_timesteps,
@@ -173,7 +176,8 @@ class TrainConfig:
             allowed = "a finite number"
         elif kind is tuple:
             ok = (isinstance(v, (tuple, list)) and len(v) == len(f.default)
-                  and all(isinstance(x, (int, float)) and math.isfinite(x) for x in v))
+                  and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                          and math.isfinite(x) for x in v))
             allowed = f"{len(f.default)} finite numbers"
         else:
             ok = isinstance(v, str)

@@ -16,7 +16,7 @@ The evaluation (`eval.json`) replays the published seeds 42, 43, ... (`--eval-ep
 of them, 10 by default) on the full 1213-node cluster with `vte.openb.experiment.run_grid`:
 each trained seed's network beside the six published policies, on the published metrics
 (GPU allocation at 100 % arrived and at the end, failed pods, fragmentation). With
-`--nodes all` sub-clusters may draw CPU-only nodes, but each holds some GPUs.
+`--nodes all` sub-clusters may draw CPU-only nodes; one that holds no GPU is drawn again.
 """
 
 from __future__ import annotations
@@ -38,10 +38,11 @@ from vte.openb.trace import MILLI, load_nodes, load_pods
 TRAIN_SEED0 = 10_000        # training workloads: seeds 10_000 + i, apart from the published 42..
 EVAL_SEED0 = 42             # the published seeds
 EVAL_EPISODES = 10          # held-out workloads when --eval-episodes is not given
-CURVES = (("alloc_end", "GPU allocation at episode end (% of the sub-cluster's GPUs)", "alloc"),
-          ("greedy_match", "greedy action = teacher's (imitation) ", "match"),
-          ("failed", "failed pods per episode", "failed"),
-          ("loss", "loss", "loss"))
+ALLOC = ("alloc_end", "GPU allocation at episode end (% of the sub-cluster's GPUs)", "alloc")
+CURVES = (ALLOC, ("greedy_match", "greedy action = the teacher's", "match"),
+          ("failed", "failed pods per episode", "failed"), ("loss", "loss", "loss"))
+CURVES_NO_TEACHER = (ALLOC, ("reward", "reward per decision (% of the GPUs)", "reward"),
+                     ("failed", "failed pods per episode", "failed"), ("loss", "loss", "loss"))
 
 
 def load_trace(config):
@@ -87,7 +88,7 @@ def make_openb_env(config) -> TrainEnv:
 
     return TrainEnv(reset=lambda key: oenv.reset(key, params), step=step, stats=_stats,
                     network=ckpt.network_from_config(config.to_dict()), evaluate=evaluate,
-                    curves=CURVES)
+                    curves=CURVES if teacher is not None else CURVES_NO_TEACHER)
 
 
 def evaluate(config, params, out: str) -> dict:

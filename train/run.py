@@ -238,6 +238,13 @@ def _parse_config(parser, args, config_cls: type[TrainConfig], argv: list[str] =
         if theirs != config.env:
             parser.error(f"--init-from {config.init_from!r} trained on --env {theirs}, this "
                          f"run asks for --env {config.env}")
+        if config.env == "openb":
+            their_nodes = source.get("env", {}).get("nodes", "gpu")
+            if _gpu_models(their_nodes) != _gpu_models(config.nodes):
+                parser.error(f"--init-from {config.init_from!r} trained on --nodes "
+                             f"{their_nodes} ({_gpu_models(their_nodes)} GPU models), this run "
+                             f"asks for --nodes {config.nodes} ({_gpu_models(config.nodes)}): "
+                             "the network's input width differs")
         if not ckpt.checkpoint_steps(config.init_from):
             parser.error(f"--init-from {config.init_from!r} holds no checkpoint to start from")
     # Process 0 alone judges --out: the others would race with its first writes there.
@@ -247,6 +254,12 @@ def _parse_config(parser, args, config_cls: type[TrainConfig], argv: list[str] =
         except ValueError as err:
             parser.error(str(err))
     return config, args.out, False
+
+
+def _gpu_models(node_file: str) -> int:
+    """GPU models of an OpenB node file (the width of the network's model one-hot)."""
+    from vte.openb.trace import load_nodes
+    return max(len(load_nodes(node_file).models), 1)
 
 
 # --------------------------------------------------------------------------

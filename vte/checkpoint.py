@@ -196,7 +196,10 @@ def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | No
 
     A run on the OpenB trace (`--env openb`) gives a policy of the replay instead,
     `(key, state, pod, feasible, spec) -> (scores, shared_gpu)` (`vte.openb.policies`), which
-    `vte.openb.experiment.run_grid` and `python -m vte.openb --policies RUN_DIR` take.
+    `vte.openb.experiment.run_grid` and `python -m vte.openb --policies RUN_DIR` take: its
+    scores are the network's logits (the replay keeps the best feasible node, so `greedy`
+    does not apply), for node files of as many GPU models as the one it trained on
+    (`python -m vte.openb` checks; `vte.openb.network.as_policy` to give the count).
 
     Args:
       run_dir: the `--out` directory of a training run.
@@ -205,8 +208,8 @@ def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | No
         the replay keeps the best-scored node).
       step: the checkpoint (update count) to load; the latest by default.
     Returns:
-      A pure, jittable function of one observation; vmap it for a batch. It works for
-      any `num_nodes`.
+      A pure, jittable function of one observation (one replay step for an OpenB run);
+      vmap it for a batch. It works for any `num_nodes`.
     """
     config = load_config(run_dir)
     variables = load_variables(run_dir, seed, step)

@@ -332,8 +332,10 @@ def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: EnvPara
 def reset_key(key: jax.Array) -> jax.Array:
     """The key of the scenario that follows an episode ending in a step with `key`.
 
-    Derived only when some environment is done; independent of the step's own word
-    (`seed_from_key(key)` reads another counter of the same key).
+    Derived only when some environment is done. Both this key and the step's own seed
+    (`seed_from_key(key)`) are threefry outputs of `key`; the scenario's words are a
+    further threefry hash of this key (`vte.rng.key_words`), so they do not repeat the
+    step's words.
     """
     return jax.random.split(key)[1]
 

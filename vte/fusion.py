@@ -6,8 +6,7 @@ memory). Both pay on CPU, where they were measured; `set_hints(backend, ...)` sw
 either off for a backend where it does not (then `lookup` is a gather and `materialize`
 the identity). The switch is read while tracing, so set it before the first call.
 
-`materialize`: 
-XLA fuses an elementwise producer into each of its consumers and recomputes it there.
+Why `materialize`: XLA fuses an elementwise producer into each of its consumers and recomputes it there.
 When a per-environment value (the new head request, say) feeds per-node loops, every
 node of every fusion that reads it recomputes it; on CPU this turned out to be a large
 share of a step. `lax.optimization_barrier` does not prevent it on CPU (the barrier is

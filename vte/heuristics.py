@@ -134,7 +134,7 @@ def twin_view(obs: Observation, params: EnvParams
         labels=_bits(node_feature, obs, "label_", C.LABELS),
         site=jnp.zeros((n,), jnp.int32),
         speed=node_feature(obs, "speed"),
-        bandwidth=node_feature(obs, "bandwidth_gbps/10"),                   # Mbit/s
+        bandwidth=node_feature(obs, "bandwidth_gbps/10") * 1000.0,          # Mbit/s
         power_idle=node_feature(obs, "power_idle_w/100"),
         power_peak=node_feature(obs, "power_peak_w/1000"),
         failure_rate=failure_rate,

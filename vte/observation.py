@@ -170,13 +170,14 @@ def encode(table: tuple[Feature, ...], context, params: EnvParams | None = None)
 
 def decode(table: tuple[Feature, ...], columns: jax.Array, name: str,
            params: EnvParams | None = None) -> jax.Array:
-    """The feature `name` of `columns` (last axis = `table`) in its unit (scale undone).
-    Raises ValueError naming the feature and the allowed names."""
+    """The feature `name` of `columns` (last axis = `table`) in the unit its name states
+    (scale undone: "bandwidth_gbps/10" gives Gbit/s). Raises ValueError naming the feature
+    and the allowed names."""
     names = [f.name for f in table]
     if name not in names:
         raise ValueError(f"feature {name!r} is not in the observation: allowed {tuple(names)}")
     i = names.index(name)
-    scale = _scale(table[i], params)
+    scale = table[i].stated if table[i].stated is not None else _scale(table[i], params)
     if isinstance(scale, float) and scale < 1.0:
         return columns[..., i] / (1.0 / scale)
     return columns[..., i] * scale

@@ -360,8 +360,12 @@ def resolve_policy(spec: str, run_seed: int = 0) -> tuple[Policy, dict | None]:
     if spec in heuristics.ALL:
         return heuristics.ALL[spec], None
     if os.path.isdir(spec):
-        from vte.checkpoint import load_config, load_policy
-        return load_policy(spec, seed=run_seed), load_config(spec)
+        from vte.checkpoint import is_openb, load_config, load_policy
+        config = load_config(spec)
+        if is_openb(config):
+            raise ValueError(f"--policy {spec!r} trained on the OpenB trace replay; this draws "
+                             "vte's clusters (train without --env openb)")
+        return load_policy(spec, seed=run_seed), config
     raise ValueError(f"--policy {spec!r} is invalid: allowed one of {sorted(heuristics.ALL)} "
                      f"or a training run directory (the --out of train/ppo.py or "
                      f"train/imitate.py)")

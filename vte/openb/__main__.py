@@ -51,7 +51,7 @@ def _learned(run_dir: str, num_models: int):
     try:
         return as_policy(ckpt.network_from_config(config), ckpt.load_variables(run_dir),
                          num_models)
-    except ValueError as err:
+    except (ValueError, FileNotFoundError) as err:
         raise ValueError(f"--policies {run_dir!r}: {err}") from None
 
 

@@ -114,13 +114,7 @@ def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: fl
     for seed in seeds:
         table = nodes
         if subset is not None and subset < len(nodes):
-            pick = np.sort(np.random.default_rng([seed, 0x5B5E7]).choice(len(nodes), subset, replace=False))
-            table = dataclasses.replace(
-                nodes, names=tuple(nodes.names[i] for i in pick), cpu_milli=nodes.cpu_milli[pick],
-                memory_mib=nodes.memory_mib[pick], num_gpus=nodes.num_gpus[pick],
-                model=nodes.model[pick])
-            if table.total_gpu_milli == 0:
-                raise ValueError(f"seed {seed}: the {subset} nodes drawn have no GPU; use a larger subset")
+            table = _gpu_subset(nodes, subset, seed)
         specs.append(cluster.make_spec(table, typical))
         works.append(build_workload(pods, table, seed, tune))
     stacked = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[s.replace(typical=None) for s in specs])
@@ -130,6 +124,28 @@ def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: fl
         ranks=jnp.asarray(np.stack([w.rank for w in works])),
         length=jnp.asarray([len(w.order) for w in works], jnp.int32), empty_frag=empty,
         invalid_penalty=jnp.float32(invalid_penalty), num_models=max(len(nodes.models), 1))
+
+
+MAX_DRAWS = 100   # sub-cluster draws per seed before a GPU-less node file is given up on
+
+
+def _gpu_subset(nodes: NodeTable, subset: int, seed: int) -> NodeTable:
+    """`subset` nodes drawn at random for `seed`, drawn again (draw 1, 2, ...) while they
+    hold no GPU (a node file with CPU-only nodes, `--nodes all`); ValueError after
+    `MAX_DRAWS` draws."""
+    if int(np.sum(nodes.num_gpus)) == 0:
+        raise ValueError(f"{nodes.path}: no node has a GPU; the replay measures GPU allocation")
+    for draw in range(MAX_DRAWS):
+        rng = np.random.default_rng([seed, 0x5B5E7] + ([draw] if draw else []))
+        pick = np.sort(rng.choice(len(nodes), subset, replace=False))
+        table = dataclasses.replace(
+            nodes, names=tuple(nodes.names[i] for i in pick), cpu_milli=nodes.cpu_milli[pick],
+            memory_mib=nodes.memory_mib[pick], num_gpus=nodes.num_gpus[pick],
+            model=nodes.model[pick])
+        if table.total_gpu_milli > 0:
+            return table
+    raise ValueError(f"seed {seed}: {MAX_DRAWS} draws of {subset} nodes held no GPU; use a "
+                     "larger subset")
 
 
 def num_actions(params: OpenBParams) -> int:

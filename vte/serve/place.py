@@ -227,6 +227,9 @@ def make_placer(policy: str, weights: Sequence[float] | None = None, seed: int =
         fn, name = heuristics.ALL[policy], policy
     elif os.path.isdir(policy):
         config = checkpoint.load_config(policy)
+        if checkpoint.is_openb(config):
+            raise ValueError(f"--policy {policy!r} trained on the OpenB trace replay; DECICE's "
+                             "API serves schedulers trained on vte's clusters (train without --env openb)")
         env = config.get("env", {})
         kwargs = {k: env[k] for k in ("queue_len", "episode_len") if k in env}
         if "weights" in env:
