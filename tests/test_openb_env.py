@@ -27,6 +27,7 @@ STEP_ENV = jax.jit(oenv.step_env)
 RESET = jax.jit(oenv.reset)
 
 
+@pytest.mark.slow   # ~25 s of compilation (the observation computes FGD's gain)
 def test_reset_and_step_shapes_masks_and_vmap(params):
     n = params.num_nodes
     obs, state = RESET(jax.random.PRNGKey(0), params)

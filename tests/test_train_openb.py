@@ -48,6 +48,7 @@ def imitation_run(trace_files, tmp_path_factory):
     return out, results
 
 
+@pytest.mark.slow   # trains or replays (compilation)
 def test_imitation_of_fgd_writes_every_output_and_the_replay_evaluation(imitation_run):
     out, results = imitation_run
     for name in ("config.json", "metrics.jsonl", "learning_curve.png", "eval.json"):
@@ -70,6 +71,7 @@ def test_imitation_of_fgd_writes_every_output_and_the_replay_evaluation(imitatio
     assert config["env"]["name"] == "openb" and config["teacher"] == "fgd"
 
 
+@pytest.mark.slow   # trains or replays (compilation)
 def test_ppo_trains_on_the_replay_from_the_imitation(imitation_run, trace_files, tmp_path):
     out = str(tmp_path / "ppo")
     ppo.main(tiny(trace_files) + ["--gamma", "0.99", "--init-from", imitation_run[0],
@@ -79,6 +81,7 @@ def test_ppo_trains_on_the_replay_from_the_imitation(imitation_run, trace_files,
     assert all(r["invalid_rate"] == 0.0 for r in rows)
 
 
+@pytest.mark.slow   # trains or replays (compilation)
 def test_the_learned_policy_in_the_replay_is_the_environment_driven_by_it(trace_files):
     """`as_policy` (the network inside `run_grid`) binds exactly what the environment,
     driven by the greedy action of the same network, binds; and it is equivariant over
@@ -115,6 +118,7 @@ def test_the_learned_policy_in_the_replay_is_the_environment_driven_by_it(trace_
                                atol=1e-5)
 
 
+@pytest.mark.slow   # trains or replays (compilation)
 def test_the_replay_command_takes_a_run_directory(imitation_run, trace_files, capsys):
     out, _ = imitation_run
     node_file, pod_file = trace_files
@@ -129,6 +133,7 @@ def test_the_replay_command_takes_a_run_directory(imitation_run, trace_files, ca
     assert direct["policies"]["x"]["alloc_at_end"] == result["policies"][out]["alloc_at_end"]
 
 
+@pytest.mark.slow   # trains or replays (compilation)
 def test_the_replay_command_refuses_synthetic_runs_and_other_node_files(imitation_run, tmp_path):
     synthetic = tmp_path / "synthetic"
     synthetic.mkdir()
@@ -159,6 +164,7 @@ def test_bad_openb_flags_fail_before_any_work(argv, message, capsys, tmp_path):
     assert not os.path.exists(tmp_path / "x")
 
 
+@pytest.mark.slow   # trains or replays (compilation)
 def test_openb_runs_are_refused_where_vte_clusters_are_expected(imitation_run, trace_files,
                                                                  capsys, tmp_path):
     """Serving, drawing and --init-from across node files of other GPU models say why."""
