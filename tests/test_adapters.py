@@ -129,6 +129,7 @@ def _vte_rollout():
     return _VTE[0]
 
 
+@pytest.mark.slow   # op-by-op or whole rollouts: 10-20 s
 def test_gymnax_rollout_equals_vte_under_jit_and_vmap():
     env = LogWrapper(GymnaxEnv(SMALL))
     got = _rollout(env.reset, env.step, _first_fit, KEYS,
@@ -145,6 +146,7 @@ def test_gymnax_rollout_equals_vte_under_jit_and_vmap():
                for i in range(B) for t in range(T))
 
 
+@pytest.mark.slow   # op-by-op or whole rollouts: 10-20 s
 def test_gymnax_flatten_wrapper_under_jit_and_vmap():
     env = LogWrapper(FlattenObservationWrapper(GymnaxEnv(SMALL, observation="flat")))
     space = env.observation_space(SMALL)

@@ -17,6 +17,7 @@ def test_none_in_a_params_field_is_refused_naming_it():
         vte.EnvParams(weights=(1.0, None, 1.0))
 
 
+@pytest.mark.slow   # op-by-op or whole rollouts: 10-20 s
 def test_an_in_axes_tree_over_params_is_accepted_and_vmaps():
     axes = jax.tree_util.tree_map(lambda _: None, SMALL).replace(weights=0)
     weights = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])

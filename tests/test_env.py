@@ -331,6 +331,7 @@ def test_non_integer_actions_raise_before_any_work(action, error, match):
             fn(jax.random.PRNGKey(5), state, action, SMALL)
 
 
+@pytest.mark.slow   # op-by-op or whole rollouts: 10-20 s
 def test_vmap_of_step_without_jit(params, jit_step, jit_reset):
     """The batched auto-reset broadcasts the params; that must not trip their validation."""
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
