@@ -48,7 +48,8 @@ def _flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _invalid(name: str, value, allowed: str) -> ValueError:
+def invalid(name: str, value, allowed: str) -> ValueError:
+    """The one error of a bad flag: names it, its value and what is allowed."""
     return ValueError(f"{_flag_name(name)}={value!r} is invalid: allowed {allowed}")
 
 
@@ -121,18 +122,18 @@ class TrainConfig:
         object.__setattr__(self, "weights", tuple(float(w) for w in self.weights))
         batch = self.num_envs * self.num_steps
         if self.total_timesteps < batch:
-            raise _invalid("total_timesteps", self.total_timesteps,
+            raise invalid("total_timesteps", self.total_timesteps,
                            f"at least num_envs * num_steps = {batch} (one update)")
         if batch % self.num_minibatches:
-            raise _invalid("num_minibatches", self.num_minibatches,
+            raise invalid("num_minibatches", self.num_minibatches,
                            f"a divisor of num_envs * num_steps = {self.num_envs} * "
                            f"{self.num_steps} = {batch}")
         teacher = getattr(self, "teacher", None)
         if self.env == "openb" and teacher == "optimal":
-            raise _invalid("teacher", teacher, "one of " + ", ".join(TEACHERS) + " with --env "
+            raise invalid("teacher", teacher, "one of " + ", ".join(TEACHERS) + " with --env "
                            "openb (the trace has no known optimum)")
         if self.env == "synthetic" and teacher not in (None, "optimal"):
-            raise _invalid("teacher", teacher, "optimal with --env synthetic (the six "
+            raise invalid("teacher", teacher, "optimal with --env synthetic (the six "
                            "published policies are OpenB's)")
         if self.env == "openb":
             self._check_trace()
@@ -149,15 +150,15 @@ class TrainConfig:
         try:
             nodes = load_nodes(self.nodes)
         except (TraceError, OSError, ValueError) as err:
-            raise _invalid("nodes", self.nodes, f"gpu, all or the path of a node file of the "
+            raise invalid("nodes", self.nodes, f"gpu, all or the path of a node file of the "
                            f"OpenB format ({err})") from None
         try:
             load_pods(self.trace, nodes)
         except (TraceError, OSError, ValueError) as err:
-            raise _invalid("trace", self.trace, f"{', '.join(OPENB_TRACES)} or the path of a "
+            raise invalid("trace", self.trace, f"{', '.join(OPENB_TRACES)} or the path of a "
                            f"pod file of the OpenB format ({err})") from None
         if self.num_nodes > len(nodes):
-            raise _invalid("num_nodes", self.num_nodes, f"1..{len(nodes)}, the node file's "
+            raise invalid("num_nodes", self.num_nodes, f"1..{len(nodes)}, the node file's "
                            "nodes, with --env openb")
 
     def _check_field(self, f: dataclasses.Field) -> None:
@@ -187,7 +188,7 @@ class TrainConfig:
             ok, allowed = v in choices, "one of " + ", ".join(choices)
         if ok and lo is not None and hi is not None:
             ok = lo <= v <= hi
-            allowed = (f"an integer in [0, 2**32)" if f.name == "seed"
+            allowed = ("an integer in [0, 2**32)" if f.name == "seed"
                        else f"a number in [{lo}, {hi}]")
         elif ok and lo is not None:
             strict = kind is float and lo == 0.0 and f.name in ("lr", "max_grad_norm", "tune")
@@ -195,7 +196,7 @@ class TrainConfig:
             word = "an integer" if kind is int else "a finite number"
             allowed = f"{word} {'>' if strict else '>='} {lo}"
         if not ok:
-            raise _invalid(f.name, v, allowed)
+            raise invalid(f.name, v, allowed)
 
     # ------------------------------------------------------------------ derived
 
@@ -207,9 +208,6 @@ class TrainConfig:
     @property
     def num_updates(self) -> int:
         return self.total_timesteps // self.batch_size
-
-    def replace(self, **changes) -> "TrainConfig":
-        return dataclasses.replace(self, **changes)
 
     # ------------------------------------------------------------------ config.json
 

@@ -44,7 +44,7 @@ import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from train import multihost
-from train.config import TrainConfig
+from train.config import TrainConfig, invalid
 from train.core import Runner, over_seeds, seed_keys
 from train.envs import make_env
 from vte import checkpoint as ckpt
@@ -54,11 +54,6 @@ from vte.files import atomic_write, atomic_write_text
 # --------------------------------------------------------------------------
 # The command line
 # --------------------------------------------------------------------------
-
-
-def _need(ok: bool, name: str, value, allowed: str):
-    if not ok:
-        raise ValueError(f"--{name.replace('_', '-')}={value!r} is invalid: allowed {allowed}")
 
 
 def build_parser(config_cls: type[TrainConfig], description: str) -> argparse.ArgumentParser:
@@ -95,22 +90,21 @@ def check_devices(config: TrainConfig, devices: int | None) -> int:
     Raises ValueError naming `--devices`, its value and the counts allowed."""
     local, hosts = jax.local_device_count(), jax.process_count()
     n = local if devices is None else devices
-    minibatch = config.num_envs * config.num_steps // config.num_minibatches
+    minibatch = config.batch_size // config.num_minibatches
 
     def fits(d):
         return config.num_envs % (d * hosts) == 0 and minibatch % (d * hosts) == 0
 
-    _need(isinstance(n, int) and 1 <= n <= local, "devices", n,
-          f"1..{local}, the number of devices of this process")
+    if not (isinstance(n, int) and 1 <= n <= local):
+        raise invalid("devices", n, f"1..{local}, the number of devices of this process")
     if not fits(n):
         allowed = ", ".join(str(d) for d in range(1, local + 1) if fits(d)) or "none"
         times = f", times {hosts} processes," if hosts > 1 else ""
-        _need(False, "devices", n,
-              f"{allowed}: device counts up to {local}{times} that divide num_envs = "
-              f"{config.num_envs} and the minibatch, num_envs * num_steps / "
-              f"num_minibatches = {minibatch}")
+        raise invalid("devices", n,
+                      f"{allowed}: device counts up to {local}{times} that divide num_envs = "
+                      f"{config.num_envs} and the minibatch, num_envs * num_steps / "
+                      f"num_minibatches = {minibatch}")
     return n
-
 
 
 def parse(argv, config_cls: type[TrainConfig], description: str):
@@ -347,7 +341,7 @@ def _restore(mngr: ocp.CheckpointManager, abstract: Runner, shardings: Runner,
 def _rows(metrics: dict, first_update: int, config: TrainConfig, sps: float, elapsed: float,
           devices: int):
     """metrics: name -> (seeds, n) arrays; yields one JSON row per update and seed."""
-    batch = config.num_envs * config.num_steps
+    batch = config.batch_size
     arrays = {k: np.asarray(v) for k, v in metrics.items()}
     seeds, n = next(iter(arrays.values())).shape
     for i in range(n):
