@@ -12,6 +12,7 @@ import vte
 from vte import checkpoint as ckpt
 from train import core, imitate, ppo
 from train.config import PPOConfig
+from vte.network import masked_logits
 
 TINY = ["--num-nodes", "8", "--queue-len", "4", "--episode-len", "6", "--num-envs", "8",
         "--num-steps", "4", "--num-minibatches", "2", "--hidden", "16",
@@ -121,11 +122,64 @@ def test_imitation_trains_and_writes_outputs(tmp_path):
     rows = _rows(out)
     assert [r["update"] for r in rows] == [1, 2, 3, 4]
     assert all(np.isfinite(r["cross_entropy"]) for r in rows)
+    assert all(np.isfinite(r["distill_cross_entropy"]) for r in rows)   # on by default
     assert os.path.isfile(os.path.join(out, "learning_curve.png"))
     assert ckpt.checkpoint_manager(out).latest_step() == 4
     obs, _ = RESET(jax.random.split(jax.random.PRNGKey(1), 4), BIG)
     actions = np.asarray(vte.load_policy(out)(jax.random.PRNGKey(0), obs, BIG))
     assert actions.shape == (4,) and np.all(np.asarray(obs.action_mask)[np.arange(4), actions])
+
+
+def test_the_distilled_target_is_the_softmax_of_the_feasible_costs():
+    cost = np.array([[0.30, 0.10, np.inf, 0.12, 0.90],
+                     [np.inf, np.inf, np.inf, np.inf, 0.0]], np.float32)   # 4 nodes + defer
+    mask = np.isfinite(cost)
+    logits = masked_logits(jax.random.normal(jax.random.PRNGKey(0), cost.shape), mask)
+    log_probs = np.asarray(jax.nn.log_softmax(logits))
+    got = float(imitate.distill_cross_entropy(log_probs, cost, mask, 0.05))
+    want = []
+    for c, lp, m in zip(cost, log_probs, mask):
+        t = np.exp(-(c[m] - c[m].min()) / 0.05)
+        want.append(-(t / t.sum() * lp[m]).sum())
+    assert got == pytest.approx(np.mean(want), rel=1e-5)
+    assert np.isfinite(got)
+    # A cold teacher is the label: the cross-entropy to the least-cost action.
+    cold = float(imitate.distill_cross_entropy(log_probs, cost, mask, 1e-4))
+    label = np.array([1, 4])
+    assert cold == pytest.approx(-log_probs[np.arange(2), label].mean(), rel=1e-4)
+    # An action the policy may not take gets no teacher mass, whatever its cost.
+    hidden = mask.copy()
+    hidden[0, 1] = False
+    logits_h = masked_logits(jax.random.normal(jax.random.PRNGKey(0), cost.shape), hidden)
+    lp_h = np.asarray(jax.nn.log_softmax(logits_h))
+    assert np.isfinite(float(imitate.distill_cross_entropy(lp_h, cost, hidden, 0.05)))
+
+
+def test_the_training_env_reports_the_cost_of_every_action():
+    from train.config import ImitateConfig
+    from train.envs import make_env
+    env = make_env(ImitateConfig(num_nodes=8, queue_len=4, episode_len=6))
+    obs, state = env.reset(jax.random.PRNGKey(3))
+    for t in range(6):
+        action = jax.random.randint(jax.random.PRNGKey(t), (), 0, 9)
+        next_obs, next_state, reward, _, _, info = env.step(jax.random.PRNGKey(t), state, action)
+        cost = np.asarray(info["action_costs"])
+        assert cost.shape == (9,)
+        np.testing.assert_array_equal(np.isfinite(cost), np.asarray(obs.action_mask))
+        assert int(np.argmin(cost)) == int(info["optimal_action"])
+        if np.isfinite(cost[int(action)]):
+            assert -float(reward) == pytest.approx(cost[int(action)] - cost.min(), abs=1e-5)
+        obs, state = next_obs, next_state
+
+
+def test_runs_saved_before_a_field_existed_load_with_what_they_did():
+    from train.config import ImitateConfig
+    old = ImitateConfig(num_nodes=8).to_dict()
+    for name in ("distill_temp", "distill_coef", "teacher"):
+        del old[name]
+    config = ImitateConfig.from_dict(old)
+    assert (config.distill_temp, config.distill_coef, config.teacher) == (0.0, 1.0, "optimal")
+    assert ImitateConfig().distill_temp > 0          # what a new run does
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -315,3 +369,11 @@ def test_a_second_ctrl_c_cannot_interrupt_a_save(ppo_run, monkeypatch, tmp_path)
     ppo.main(PPO_RUN + ["--out", out, "--eval-episodes", "0"])
     assert seen and all(h is signal.SIG_IGN for h in seen)               # held off while saving
     assert signal.getsignal(signal.SIGINT) is before                      # and given back
+
+
+def test_a_bad_distillation_flag_fails_before_any_work(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        imitate.main(["--distill-temp", "-0.5", "--out", str(tmp_path / "x")])
+    assert exc.value.code == 2
+    assert "--distill-temp=-0.5 is invalid: allowed a number in [0.0, 1000.0]" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "x")

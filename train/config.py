@@ -26,8 +26,9 @@ GROUPS = ("training", "algorithm", "environment", "outputs")
 ENVS = ("synthetic", "openb")
 TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd")
 OPENB_TRACES = ("default", "gpuspec10", "multigpu20")
-# Fields that runs saved before they existed lack (their defaults are what those runs did).
-ADDED_LATER = ("env", "trace", "nodes", "workloads", "tune", "teacher")
+# Fields that runs saved before they existed lack, with the value those runs used.
+ADDED_LATER = {"env": "synthetic", "trace": "default", "nodes": "gpu", "workloads": 256,
+               "tune": 1.3, "teacher": "optimal", "distill_temp": 0.0, "distill_coef": 1.0}
 # Fields stored under "env" in config.json (the layout every saved run has).
 ENV_KEYS = {"env": "name", "num_nodes": "num_nodes", "queue_len": "queue_len",
             "episode_len": "episode_len", "sample_weights": "sample_weights",
@@ -237,7 +238,9 @@ class TrainConfig:
             if key in source:
                 v = source[key]
                 kwargs[f.name] = tuple(v) if isinstance(f.default, tuple) else v
-            elif f.name not in ADDED_LATER:
+            elif f.name in ADDED_LATER:
+                kwargs[f.name] = ADDED_LATER[f.name]
+            else:
                 missing.append(f"env.{key}" if inside else key)
         if missing:
             raise KeyError(", ".join(sorted(missing)))
@@ -320,6 +323,13 @@ class ImitateConfig(TrainConfig):
     teacher: str = flag("optimal", "the labels: vte's known optimum (synthetic), or one of "
                         "the six published policies (openb)", group="algorithm",
                         choices=("optimal",) + TEACHERS)
+    distill_temp: float = flag(0.05, "temperature of the distilled cost ranking: the loss "
+                               "adds the cross-entropy to softmax(-cost / T) over the "
+                               "feasible actions, so every node's cost teaches, not only the "
+                               "optimum's (synthetic; 0: the label only)", low=0.0, high=1e3,
+                               group="algorithm")
+    distill_coef: float = flag(1.0, "weight of the distillation term (--distill-temp)",
+                               low=0.0, high=1e3, group="algorithm")
 
 
 CONFIGS = {"ppo": PPOConfig, "imitate": ImitateConfig}

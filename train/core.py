@@ -51,6 +51,8 @@ class Transition(NamedTuple):
                              # (`info["final_observation"]`; 0 unless `bootstrap`)
     label: jax.Array         # (num_envs,) int32, the teacher's action in obs (the optimum on
                              # synthetic clusters); -1 when the environment has no teacher
+    label_cost: Any = None   # (num_envs, A) float32, the cost of every action in obs
+                             # (`info["action_costs"]`, synthetic clusters), or None
 
 
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
@@ -94,7 +96,8 @@ def collect(env: TrainEnv, net, runner: Runner, config: TrainConfig,
         final_value = (net.apply(runner.params, info["final_observation"])[1] if bootstrap
                        else jnp.zeros_like(value))
         label = info.get("optimal_action", jnp.full_like(action, -1))
-        t = Transition(obs, action, log_prob, value, reward, term, trunc, final_value, label)
+        t = Transition(obs, action, log_prob, value, reward, term, trunc, final_value, label,
+                       info.get("action_costs"))
         stats = {**env.stats(logits, info, term | trunc), "reward": reward.mean()}
         return (env_state, next_obs, rng), (t, stats)
 

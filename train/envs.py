@@ -5,9 +5,11 @@
     obs, state, reward, terminated, truncated, info = env.step(key, state, action)
 
 `info["optimal_action"]` is the label imitation learns (vte's known optimum on synthetic
-clusters, the chosen published policy's action on the OpenB trace) and `env.stats` the
-scalars each rollout step logs. `env.network` is the policy network for the environment's
-observation, and `env.evaluate(config, params, out)` writes `eval.json`.
+clusters, the chosen published policy's action on the OpenB trace); on synthetic clusters
+`info["action_costs"]` holds the cost of every action (+inf where infeasible), which
+imitation distils. `env.stats` gives the scalars each rollout step logs, `env.network` the
+policy network for the environment's observation, and `env.evaluate(config, params, out)`
+writes `eval.json`.
 """
 
 from __future__ import annotations
@@ -96,8 +98,16 @@ SYNTHETIC_CURVES = (("greedy_match", "optimal-match rate (greedy, fresh rollout)
 
 def _synthetic(config) -> TrainEnv:
     params = synthetic_params(config, train=True)
-    return TrainEnv(reset=lambda key: vte.reset(key, params),
-                    step=lambda key, state, action: vte.step(key, state, action, params),
+
+    def step(key, state, action):
+        out = vte.step(key, state, action, params)
+        # The cost of every action in the state the decision was taken in (infeasible
+        # ones: +inf), which imitation's distillation loss reads (`--distill-temp`).
+        sc = state.scores
+        out[-1]["action_costs"] = jnp.where(sc.feasible, sc.cost, jnp.inf)
+        return out
+
+    return TrainEnv(reset=lambda key: vte.reset(key, params), step=step,
                     stats=_synthetic_stats,
                     network=ckpt.network_from_config(config.to_dict()),
                     evaluate=_synthetic_evaluate, curves=SYNTHETIC_CURVES)

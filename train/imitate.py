@@ -11,7 +11,9 @@ of the `--teacher` policy. Rollouts follow the learner's own (sampled) policy an
 visited state is labelled (DAgger): the learner is trained on the states its own mistakes
 lead to. One update collects `num_steps` decisions in `num_envs` environments, then runs
 `update_epochs` passes of `num_minibatches` steps on the cross-entropy between the masked
-logits and the label; each phase is a `lax.scan` in one jitted function, vmapped over
+logits and the label, plus (on synthetic clusters, `--distill-temp`) the cross-entropy
+to softmax(-cost / T) over the feasible actions, a ranking of every node by its cost
+rather than the optimum alone; each phase is a `lax.scan` in one jitted function, vmapped over
 `--seeds`. The value head regresses the reward of the behaviour policy (the critic PPO
 uses at its default `--gamma 0`), so a PPO warm start gets a trained critic too. Same
 outputs as `train/ppo.py` (`train/run.py`).
@@ -45,23 +47,48 @@ def make_update(config: ImitateConfig):
         # COLLECT LABELLED STATES (the learner acts, the teacher labels)
         rollout_end, (traj, stats) = core.collect(env, net, runner, config)
 
-        # LOSS (cross-entropy to the label, value to the reward)
+        # LOSS (cross-entropy to the label, to the distilled cost ranking, value to the
+        # reward)
         def loss_fn(p, t: Transition):
             logits, value = net.apply(p, t.obs)
             log_probs = jax.nn.log_softmax(logits)
             ce = -jnp.take_along_axis(log_probs, t.label[:, None], -1).mean()
             value_loss = 0.5 * jnp.square(value - t.reward).mean()
             loss = ce + config.vf_coef * value_loss
+            aux = {}
+            if distill:
+                dce = distill_cross_entropy(log_probs, t.label_cost, t.obs.action_mask,
+                                            config.distill_temp)
+                loss = loss + config.distill_coef * dce
+                aux["distill_cross_entropy"] = dce
             return loss, {"loss": loss, "cross_entropy": ce, "value_loss": value_loss,
-                          "accuracy": (jnp.argmax(logits, -1) == t.label).mean()}
+                          "accuracy": (jnp.argmax(logits, -1) == t.label).mean(), **aux}
 
         # UPDATE NETWORK (only what the loss reads goes through the shuffle)
+        distill = config.distill_temp > 0 and traj.label_cost is not None
         data = Transition(obs=traj.obs, action=None, log_prob=None, value=None,
                           reward=traj.reward, terminated=None, truncated=None,
-                          final_value=None, label=traj.label)
+                          final_value=None, label=traj.label,
+                          label_cost=traj.label_cost if distill else None)
         return core.minibatch_sgd(runner, rollout_end, data, loss_fn, tx, config, stats)
 
     return init, update
+
+
+def distill_cross_entropy(log_probs: jax.Array, cost: jax.Array, mask: jax.Array,
+                          temp: float) -> jax.Array:
+    """Mean cross-entropy from the teacher's softmax(-cost / temp) to the policy.
+
+    Args:
+      log_probs: (B, A) the policy's log-probabilities (masked logits, log-softmaxed).
+      cost: (B, A) the cost of every action, +inf where infeasible.
+      mask: (B, A) bool, the actions the policy may take; the teacher's distribution is
+        restricted to these too (defer is in both, so it is never empty).
+      temp: > 0, in cost units: actions within about `temp` of the optimum share its mass.
+    """
+    allowed = mask & jnp.isfinite(cost)
+    teacher = jax.nn.softmax(jnp.where(allowed, -cost / temp, -jnp.inf), axis=-1)
+    return -jnp.sum(jnp.where(allowed, teacher * log_probs, 0.0), axis=-1).mean()
 
 
 def make_train(config: ImitateConfig):
