@@ -234,3 +234,25 @@ def test_mistakes_breaks_a_run_down_by_group(tmp_path, capsys):
     gaps = sum(result[k]["decisions"] for k in result if k.startswith("gap in"))
     assert gaps <= 1.0 + 1e-6
     assert "miss rate" in capsys.readouterr().out
+
+
+def test_network_grad_times_both_backward_passes(tmp_path, capsys):
+    from benchmarks import network_grad
+    out = tmp_path / "grad.json"
+    result = network_grad.main(["--num-nodes", "8", "--batch", "4", "--imitate-envs", "8",
+                                "--ppo-envs", "0", "--updates", "1", "--repeats", "2",
+                                "--out", str(out)])
+    rows = result["rows"]
+    assert [r["unit"] for r in rows] == ["ms", "env steps/s"]     # PPO skipped
+    for r in rows:
+        assert r["xla_backward"] > 0 and r["written_backward"] > 0 and r["speedup"] > 0
+        assert all(len(v) == 2 for v in r["repeat_s"].values())
+    assert json.loads(out.read_text())["rows"][0]["measure"].startswith("network gradient")
+    assert "| imitate training, 8 environments | env steps/s |" in capsys.readouterr().out
+
+
+def test_network_grad_rejects_bad_flags(capsys):
+    from benchmarks import network_grad
+    with pytest.raises(SystemExit):
+        network_grad.main(["--repeats", "0"])
+    assert "--repeats=0 is invalid: allowed an integer >= 1" in capsys.readouterr().err

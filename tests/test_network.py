@@ -104,3 +104,39 @@ def test_loss_falls_on_a_fixed_batch(data):
     losses = np.asarray(train(variables))
     assert np.all(np.isfinite(losses))
     assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_the_written_backward_is_flax_dense_with_the_same_gradients(data):
+    """`vte.network.Dense` is `flax.linen.Dense`: the same parameters (checkpoints
+    interchange), outputs and gradients, also vmapped over stacked parameters (--seeds)
+    and through a per-node (B, N, F) input."""
+    import flax.linen as nn
+    obs, labels = data
+    ours, theirs = NET, SchedulerNet(hidden=16, head_hidden=16, dense=nn.Dense)
+    variables = theirs.init(jax.random.PRNGKey(1), _one(obs))
+    assert (jax.tree_util.tree_structure(ours.init(jax.random.PRNGKey(1), _one(obs)))
+            == jax.tree_util.tree_structure(variables))
+    np.testing.assert_array_equal(*(np.asarray(net.apply(variables, obs)[0])
+                                    for net in (ours, theirs)))
+
+    def grads(net):
+        def loss(v):
+            logits, value = net.apply(v, obs)
+            ce = -jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], -1)
+            return ce.mean() + jnp.square(value).mean()
+        return jax.jit(jax.grad(loss))(variables)
+
+    for a, b in zip(*(jax.tree_util.tree_leaves(grads(n)) for n in (ours, theirs))):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+        assert np.all(np.isfinite(a))
+
+    # Stacked parameters, as `--seeds` trains them: one gradient per seed.
+    stacked = jax.tree_util.tree_map(lambda x: jnp.stack([x, 2 * x]), variables)
+
+    def seed_grads(net):
+        def loss(v):
+            return net.apply(v, obs)[1].mean()
+        return jax.jit(jax.vmap(jax.grad(loss)))(stacked)
+
+    for a, b in zip(*(jax.tree_util.tree_leaves(seed_grads(n)) for n in (ours, theirs))):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)

@@ -33,11 +33,14 @@ from train.core import Runner, Transition  # noqa: E402
 from train.envs import make_env  # noqa: E402
 
 
-def make_update(config: ImitateConfig):
+def make_update(config: ImitateConfig, network=None):
     """(init, update): `init(rng, params=None) -> Runner` and one imitation update
-    `update(runner) -> (runner, metrics)`, metrics a dict of scalars."""
+    `update(runner) -> (runner, metrics)`, metrics a dict of scalars. `network`: a flax
+    module to train instead of the environment's (`env.network`), with its outputs
+    (masked logits (..., A), value (...)); runs save the config only, so
+    `vte.load_policy` rebuilds the environment's network."""
     env = make_env(config)
-    net = env.network
+    net = env.network if network is None else network
     tx = core.make_optimizer(config)
 
     def init(rng, params=None):

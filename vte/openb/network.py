@@ -19,7 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from vte.network import masked_logits
+from vte.network import Dense, masked_logits
 from vte.openb.cluster import Pod, Spec, State
 from vte.openb.env import BASE_NODE_FEATURES, Observation, observe_with_gpu
 from vte.openb.policies import Policy
@@ -39,19 +39,19 @@ class OpenBNet(nn.Module):
         h = self.hidden
         pod = jnp.concatenate([obs.pod, obs.progress[..., None]], axis=-1)
         # PER-NODE ENCODER: Dense(concat(node, pod)) = Dense(node) + Dense(pod), broadcast
-        x = (nn.Dense(h, name="node_in")(obs.nodes)
-             + nn.Dense(h, use_bias=False, name="pod_in")(pod)[..., None, :])
+        x = (Dense(h, name="node_in")(obs.nodes)
+             + Dense(h, use_bias=False, name="pod_in")(pod)[..., None, :])
         x = nn.relu(x)
-        x = nn.relu(nn.Dense(h, name="node_hidden")(x))                 # (..., N, h)
+        x = nn.relu(Dense(h, name="node_hidden")(x))                 # (..., N, h)
         # POOLED CONTEXT over the nodes, with the pod
         ctx = jnp.concatenate([x.mean(-2), x.max(-2), pod], axis=-1)
-        ctx = nn.relu(nn.Dense(h, name="context")(ctx))
+        ctx = nn.relu(Dense(h, name="context")(ctx))
         # PER-NODE HEAD: FiLM with the context, one logit per node, "cannot place" from ctx
-        scale, shift = jnp.split(nn.Dense(2 * h, name="film")(ctx)[..., None, :], 2, axis=-1)
-        y = nn.relu(nn.Dense(h, name="node_out")(x) * (1.0 + scale) + shift)
-        node_logits = nn.Dense(1, name="node_logit")(y)[..., 0]
-        logits = jnp.concatenate([node_logits, nn.Dense(1, name="none_logit")(ctx)], axis=-1)
-        value = nn.Dense(1, name="value")(nn.relu(nn.Dense(h, name="value_hidden")(ctx)))[..., 0]
+        scale, shift = jnp.split(Dense(2 * h, name="film")(ctx)[..., None, :], 2, axis=-1)
+        y = nn.relu(Dense(h, name="node_out")(x) * (1.0 + scale) + shift)
+        node_logits = Dense(1, name="node_logit")(y)[..., 0]
+        logits = jnp.concatenate([node_logits, Dense(1, name="none_logit")(ctx)], axis=-1)
+        value = Dense(1, name="value")(nn.relu(Dense(h, name="value_hidden")(ctx)))[..., 0]
         return masked_logits(logits, obs.action_mask), value
 
 
