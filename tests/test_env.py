@@ -250,6 +250,22 @@ def test_regret_nonnegative_and_zero_at_optimum(params, jit_reset):
         assert opt == int(np.argmin(masked))
 
 
+def test_reward_is_the_step_reward_without_stepping(params, jit_reset):
+    """`vte.reward` of every action (valid, infeasible, out of range) equals what `step`
+    gives, under jit and vmap over actions, eagerly for one action, and for a concrete
+    action too wide for int32 (invalid, not wrapped onto a node)."""
+    for seed in range(3):
+        _, state = jit_reset(jax.random.PRNGKey(seed), params)
+        actions, info = _all_actions_regret(state)
+        rewards = jax.jit(jax.vmap(vte.reward, (None, 0, None)))(state, actions, params)
+        np.testing.assert_array_equal(np.asarray(rewards), -np.asarray(info["regret"]))
+        opt = int(vte.optimal_action(state, params))
+        assert float(vte.reward(state, opt, params)) == 0.0
+        assert float(vte.reward(state, 2**40, params)) == -params.invalid_penalty
+    with pytest.raises(ValueError, match="other params"):
+        vte.reward(state, 0, vte.EnvParams(num_nodes=params.num_nodes + 1))
+
+
 def test_defer_is_optimal_only_when_nothing_fits(params, jit_reset):
     _, state = jit_reset(jax.random.PRNGKey(1), params)
     costs, feasible = vte.node_costs(state, params)

@@ -195,6 +195,9 @@ def test_runs_saved_before_a_field_existed_load_with_what_they_did():
     (["--seed", str(2**32)], f"--seed={2**32} is invalid: allowed an integer in [0, 2**32)"),
     (["--seed", "-1"], "--seed=-1 is invalid: allowed an integer in [0, 2**32)"),
     (["--seed", "1e23"], "argument --seed: invalid int value: '1e23'"),
+    (["--samples-per-state", "4", "--gamma", "0.9"],
+     "--samples-per-state=4 is invalid: allowed 1 with --gamma 0.9"),
+    (["--samples-per-state", "0"], "--samples-per-state=0 is invalid"),
 ])
 def test_bad_flags_fail_before_any_work(argv, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
@@ -377,3 +380,42 @@ def test_a_bad_distillation_flag_fails_before_any_work(capsys, tmp_path):
     assert exc.value.code == 2
     assert "--distill-temp=-0.5 is invalid: allowed a number in [0.0, 1000.0]" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "x")
+
+
+@pytest.mark.slow
+def test_ppo_with_several_actions_per_state_trains(tmp_path):
+    """--samples-per-state: K actions per state scored with vte.reward; the run writes
+    finite losses, its config round-trips and the policy acts."""
+    out = str(tmp_path / "ppo_k")
+    ppo.main(TINY + ["--total-timesteps", str(8 * 4 * 2), "--samples-per-state", "4",
+                     "--out", out, "--eval-episodes", "0"])
+    rows = _rows(out)
+    assert [r["update"] for r in rows] == [1, 2]
+    assert all(np.isfinite(r["policy_loss"]) and np.isfinite(r["value_loss"]) for r in rows)
+    assert PPOConfig.from_dict(ckpt.load_config(out)).samples_per_state == 4
+
+
+def test_the_extra_actions_are_the_policy_samples_with_their_rewards():
+    """collect's group: column 0 is the stepped action, every column's reward is
+    vte.reward of that action in the state it was sampled in, and its log-probability
+    the behaviour policy's."""
+    config = PPOConfig(num_nodes=8, queue_len=4, episode_len=6, num_envs=8, num_steps=3,
+                       num_minibatches=2, hidden=16, samples_per_state=5,
+                       total_timesteps=24)
+    init, _ = ppo.make_update(config)
+    from train.envs import make_env
+    env = make_env(config)
+    runner = init(jax.random.PRNGKey(0))
+    _, (traj, _) = jax.jit(lambda r: core.collect(env, env.network, r, config,
+                                                  samples_per_state=5))(runner)
+    assert traj.group_action.shape == (3, 8, 5)
+    np.testing.assert_array_equal(traj.group_action[..., 0], traj.action)
+    np.testing.assert_array_equal(traj.group_reward[..., 0], traj.reward)
+    np.testing.assert_allclose(traj.group_log_prob[..., 0], traj.log_prob, rtol=1e-6)
+    # Every sampled action is allowed by the mask, so none is penalised as invalid.
+    mask = np.asarray(traj.obs.action_mask)
+    chosen = np.take_along_axis(mask, np.asarray(traj.group_action), -1)
+    assert chosen.all()
+    assert np.all(np.asarray(traj.group_reward) <= 0)
+    # More than one distinct action is sampled somewhere (the policy is not greedy).
+    assert any(len(set(row)) > 1 for row in np.asarray(traj.group_action).reshape(-1, 5))

@@ -28,7 +28,8 @@ TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit"
 OPENB_TRACES = ("default", "gpuspec10", "multigpu20")
 # Fields that runs saved before they existed lack, with the value those runs used.
 ADDED_LATER = {"env": "synthetic", "trace": "default", "nodes": "gpu", "workloads": 256,
-               "tune": 1.3, "teacher": "optimal", "distill_temp": 0.0, "distill_coef": 1.0}
+               "tune": 1.3, "teacher": "optimal", "distill_temp": 0.0, "distill_coef": 1.0,
+               "samples_per_state": 1}
 # Fields stored under "env" in config.json (the layout every saved run has).
 ENV_KEYS = {"env": "name", "num_nodes": "num_nodes", "queue_len": "queue_len",
             "episode_len": "episode_len", "sample_weights": "sample_weights",
@@ -309,6 +310,22 @@ class PPOConfig(TrainConfig):
                            low=1e-6, high=10.0, group="algorithm")
     ent_coef: float = flag(0.003, "entropy bonus", low=0.0, high=1e3, group="algorithm")
     vf_coef: float = flag(0.5, "value loss weight", low=0.0, high=1e3, group="algorithm")
+    samples_per_state: int = flag(1, "actions sampled in each visited state and scored with "
+                                  "the environment's reward function (vte.reward) without "
+                                  "stepping; the policy gradient uses all of them, each "
+                                  "against their mean (needs --gamma 0; synthetic)", low=1,
+                                  high=1024, group="algorithm")
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.samples_per_state > 1 and self.gamma != 0:
+            raise invalid("samples_per_state", self.samples_per_state,
+                          f"1 with --gamma {self.gamma} (the extra actions are scored by "
+                          "their immediate reward, which is their whole return only at "
+                          "--gamma 0)")
+        if self.samples_per_state > 1 and self.env != "synthetic":
+            raise invalid("samples_per_state", self.samples_per_state,
+                          f"1 with --env {self.env} (its reward needs a step)")
 
 
 @dataclass(frozen=True)
@@ -317,13 +334,13 @@ class ImitateConfig(TrainConfig):
 
     algorithm: ClassVar[str] = "imitate"
 
-    total_timesteps: int = flag(2_000_000, TrainConfig.__dataclass_fields__[
+    total_timesteps: int = flag(8_000_000, TrainConfig.__dataclass_fields__[
         "total_timesteps"].metadata["help"], low=1)
     vf_coef: float = flag(0.5, "value loss weight", low=0.0, high=1e3, group="algorithm")
     teacher: str = flag("optimal", "the labels: vte's known optimum (synthetic), or one of "
                         "the six published policies (openb)", group="algorithm",
                         choices=("optimal",) + TEACHERS)
-    distill_temp: float = flag(0.05, "temperature of the distilled cost ranking: the loss "
+    distill_temp: float = flag(0.02, "temperature of the distilled cost ranking: the loss "
                                "adds the cross-entropy to softmax(-cost / T) over the "
                                "feasible actions, so every node's cost teaches, not only the "
                                "optimum's (synthetic; 0: the label only)", low=0.0, high=1e3,

@@ -53,6 +53,10 @@ class Transition(NamedTuple):
                              # synthetic clusters); -1 when the environment has no teacher
     label_cost: Any = None   # (num_envs, A) float32, the cost of every action in obs
                              # (`info["action_costs"]`, synthetic clusters), or None
+    group_action: Any = None     # (num_envs, K) int32: `action` and K - 1 more actions
+                                 # sampled in obs (`samples_per_state`), or None
+    group_log_prob: Any = None   # (num_envs, K) float32, their behaviour log-probabilities
+    group_reward: Any = None     # (num_envs, K) float32, their rewards (`env.reward`)
 
 
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
@@ -76,20 +80,33 @@ def init_runner(rng: jax.Array, config: TrainConfig, env: TrainEnv, net,
 
 
 def collect(env: TrainEnv, net, runner: Runner, config: TrainConfig,
-            bootstrap: bool = False):
+            bootstrap: bool = False, samples_per_state: int = 1):
     """The rollout: `num_steps` decisions of the policy (sampled from the network's masked
     logits) in every environment, as a `lax.scan`.
 
     Returns ((env_state, obs, rng) after the rollout, (Transition, stats)), both stacked
     over the steps; `stats` holds the environment's per-step scalars (`env.stats`) and the
-    mean reward. `bootstrap` fills `final_value` (one more forward pass per step)."""
+    mean reward. `bootstrap` fills `final_value` (one more forward pass per step). With
+    `samples_per_state` K > 1, K - 1 more actions are sampled in each state, from the
+    same logits, and scored with `env.reward` (the environment steps with the first):
+    `group_action`, `group_log_prob` and `group_reward` hold all K."""
 
     def env_step(carry, _):
         env_state, obs, rng = carry
         rng, k_act, k_env = jax.random.split(rng, 3)
         logits, value = net.apply(runner.params, obs)
+        log_probs = jax.nn.log_softmax(logits)
         action = jax.random.categorical(k_act, logits).astype(jnp.int32)
-        log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], -1)[:, 0]
+        log_prob = jnp.take_along_axis(log_probs, action[:, None], -1)[:, 0]
+        group = {}
+        if samples_per_state > 1:
+            more = jax.random.categorical(jax.random.fold_in(k_act, 1), logits[:, None, :],
+                                          shape=(config.num_envs, samples_per_state - 1))
+            actions = jnp.concatenate([action[:, None], more.astype(jnp.int32)], axis=1)
+            group = {"group_action": actions,
+                     "group_log_prob": jnp.take_along_axis(log_probs, actions, -1),
+                     "group_reward": jax.vmap(jax.vmap(env.reward, (None, 0)))(
+                         env_state, actions)}
         keys = jax.random.split(k_env, config.num_envs)
         next_obs, env_state, reward, term, trunc, info = jax.vmap(env.step)(
             keys, env_state, action)
@@ -97,7 +114,7 @@ def collect(env: TrainEnv, net, runner: Runner, config: TrainConfig,
                        else jnp.zeros_like(value))
         label = info.get("optimal_action", jnp.full_like(action, -1))
         t = Transition(obs, action, log_prob, value, reward, term, trunc, final_value, label,
-                       info.get("action_costs"))
+                       info.get("action_costs"), **group)
         stats = {**env.stats(logits, info, term | trunc), "reward": reward.mean()}
         return (env_state, next_obs, rng), (t, stats)
 

@@ -38,6 +38,8 @@ class TrainEnv:
     network: Any               # flax module: obs -> (masked logits (..., A), value (...))
     evaluate: Callable         # (config, params stacked over seeds, out) -> results dict
     curves: tuple              # four (metric, title, short name) of the learning curve
+    reward: Callable | None = None   # (state, action) -> the reward step would give, without
+                                     # stepping (PPO's --samples-per-state); None if unknown
 
 
 # --------------------------------------------------------------------------
@@ -108,6 +110,7 @@ def _synthetic(config) -> TrainEnv:
         return out
 
     return TrainEnv(reset=lambda key: vte.reset(key, params), step=step,
+                    reward=lambda state, action: vte.reward(state, action, params),
                     stats=_synthetic_stats,
                     network=ckpt.network_from_config(config.to_dict()),
                     evaluate=_synthetic_evaluate, curves=SYNTHETIC_CURVES)

@@ -20,6 +20,13 @@ so the policy that is optimal decision by decision is optimal for the episode: t
 default `--gamma 0` gives each decision its own credit (advantage = reward - value)
 without the variance of future rewards. With `--gamma > 0` truncated episodes bootstrap
 from the value of the final observation.
+
+`--samples-per-state K` (with `--gamma 0`) samples K actions in every visited state from
+the same logits, scores each with the environment's reward function (`vte.reward`, the
+reward `step` would give, without stepping), and steps with the first. The clipped
+surrogate then takes all K, each with the advantage of its reward over the mean of the
+other K - 1 (a leave-one-out baseline), so every forward pass of the network learns from
+K rewards instead of one.
 """
 
 from __future__ import annotations
@@ -36,13 +43,17 @@ from train.core import Runner, Transition  # noqa: E402
 from train.envs import make_env  # noqa: E402
 
 
-def make_update(config: PPOConfig):
+def make_update(config: PPOConfig, network=None):
     """(init, update): `init(rng, params=None) -> Runner` and one PPO update
-    `update(runner) -> (runner, metrics)`, metrics a dict of scalars."""
+    `update(runner) -> (runner, metrics)`, metrics a dict of scalars. `network`: a flax
+    module to train instead of the environment's (`env.network`), with its outputs
+    (masked logits (..., A), value (...)); runs save the config only, so
+    `vte.load_policy` rebuilds the environment's network."""
     env = make_env(config)
-    net = env.network
+    net = env.network if network is None else network
     tx = core.make_optimizer(config)
     gamma, lam, clip_eps = config.gamma, config.gae_lambda, config.clip_eps
+    k = config.samples_per_state
 
     def init(rng, params=None):
         return core.init_runner(rng, config, env, net, tx, params)
@@ -50,7 +61,7 @@ def make_update(config: PPOConfig):
     def update(runner: Runner):
         # COLLECT TRAJECTORIES
         rollout_end, (traj, stats) = core.collect(env, net, runner, config,
-                                                  bootstrap=gamma > 0)
+                                                  bootstrap=gamma > 0, samples_per_state=k)
         # A cut episode's return goes on: bootstrap from the value of its last observation.
         cut = traj.truncated & ~traj.terminated
         traj = traj._replace(reward=traj.reward + gamma * jnp.where(cut, traj.final_value, 0.0))
@@ -68,14 +79,22 @@ def make_update(config: PPOConfig):
         _, advantages = jax.lax.scan(gae_step, (jnp.zeros_like(last_value), last_value),
                                      traj, reverse=True)
         targets = advantages + traj.value
+        if k > 1:   # the critic learns the mean reward of the policy's K samples
+            targets = traj.group_reward.mean(-1)
 
         # LOSS (clipped surrogate, clipped value loss, entropy bonus)
         def loss_fn(p, mb):
             t, adv, target = mb
             logits, value = net.apply(p, t.obs)
             log_probs = jax.nn.log_softmax(logits)
-            log_prob = jnp.take_along_axis(log_probs, t.action[:, None], -1)[:, 0]
-            log_ratio = log_prob - t.log_prob
+            if k > 1:   # K actions per state, each against the mean of the other K - 1
+                log_prob = jnp.take_along_axis(log_probs, t.group_action, -1)
+                log_ratio = log_prob - t.group_log_prob
+                r = t.group_reward
+                adv = (r - r.mean(-1, keepdims=True)) * (k / (k - 1))
+            else:
+                log_prob = jnp.take_along_axis(log_probs, t.action[:, None], -1)[:, 0]
+                log_ratio = log_prob - t.log_prob
             ratio = jnp.exp(log_ratio)
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             policy_loss = -jnp.minimum(

@@ -18,8 +18,8 @@ from __future__ import annotations
 from vte import (catalogue, distributed, heuristics, observation, rng, scenario, scoring,
                  twin)
 from vte.assignment import cost_matrix, optimal_assignment, score_assignment
-from vte.compiled import (get_obs, node_costs, optimal_action, rescore, reset, step,
-                          step_env)
+from vte.compiled import (get_obs, node_costs, optimal_action, rescore, reset, reward,
+                          step, step_env)
 from vte.evaluate import evaluate  # the function; `python -m vte.evaluate` is the CLI
 from vte.observation import (NODE_FEATURE_NAMES, NODE_FEATURES, REQUEST_FEATURE_NAMES,
                              REQUEST_FEATURES)
@@ -48,7 +48,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'vte' has no attribute {name!r}")
 
 __all__ = [
-    "EnvParams", "num_actions", "reset", "step", "step_env", "get_obs", "rescore",
+    "EnvParams", "num_actions", "reset", "step", "step_env", "reward", "get_obs", "rescore",
     "node_costs", "optimal_action", "measure",
     "cost_matrix", "optimal_assignment", "score_assignment", "evaluate",
     "SchedulerNet", "make_policy", "load_policy",

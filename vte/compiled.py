@@ -1,6 +1,6 @@
 """The public functions, compiled: fast when research code calls them in plain Python loops.
 
-`vte.reset`, `vte.step`, `vte.step_env`, `vte.get_obs`, `vte.rescore`, `vte.node_costs`
+`vte.reset`, `vte.step`, `vte.step_env`, `vte.reward`, `vte.get_obs`, `vte.rescore`, `vte.node_costs`
 and `vte.optimal_action` are `jax.jit` of the functions in `vte.env`, `vte.observation` and
 `vte.scoring`. The shape-deciding fields of `EnvParams` (`num_nodes`, `queue_len`, ...) are
 static (part of its pytree structure), the other fields are traced, so a new float value
@@ -52,9 +52,17 @@ def _with_action(fn):
 reset = _public(_env.reset)
 step = _with_action(_env.step)
 step_env = _with_action(_env.step_env)
+_reward = _public(_env.reward)
+
+
+@functools.wraps(_env.reward)
+def reward(state, action, params):
+    return _reward(state, _env.narrow_action(action), params)
+
+
 rescore = _public(_env.rescore)
 get_obs = _public(_observation.get_obs)
 node_costs = _public(_scoring.node_costs)
 optimal_action = _public(_scoring.optimal_action)
 
-__all__ = ["reset", "step", "step_env", "rescore", "get_obs", "node_costs", "optimal_action"]
+__all__ = ["reset", "step", "step_env", "reward", "rescore", "get_obs", "node_costs", "optimal_action"]

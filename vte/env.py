@@ -319,6 +319,17 @@ def _report(state: EnvState, nodes, seed: jax.Array, params: EnvParams):
                                           alloc_change=nodes.alloc - state.nodes.alloc)
 
 
+def reward(state: EnvState, action: jax.Array, params: EnvParams) -> jax.Array:
+    """The reward `step` gives for `action` in `state`, without stepping: () float32,
+    -regret against the state's optimum (0 for the optimum), or -`invalid_penalty` for an
+    infeasible or out-of-range action. Pure and cheap (it reads the state's cached scores),
+    so a learner can score several candidate actions of one state, e.g. vmapped over
+    actions."""
+    check_param_shapes(params)
+    check_state_shapes(state, params)
+    return -_judge(state, action, params).regret
+
+
 def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
     """`step` without the auto-reset: (obs, state, reward, terminated, truncated, info)."""
     state, reward, terminated, truncated, info = _transition(key, state, action, params)
