@@ -256,3 +256,37 @@ def test_network_grad_rejects_bad_flags(capsys):
     with pytest.raises(SystemExit):
         network_grad.main(["--repeats", "0"])
     assert "--repeats=0 is invalid: allowed an integer >= 1" in capsys.readouterr().err
+
+
+def _fake_run(path, algorithm, seeds, eval_match=None):
+    os.makedirs(path)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump({"algorithm": algorithm, "seeds": seeds}, f)
+    with open(os.path.join(path, "metrics.jsonl"), "w") as f:
+        for u in range(1, 6):
+            for s in range(seeds):
+                f.write(json.dumps({"update": u, "seed": s, "time": 30.0 * u,
+                                    "greedy_match": 0.8 + 0.02 * u + 0.001 * s}) + "\n")
+    if eval_match is not None:
+        with open(os.path.join(path, "eval.json"), "w") as f:
+            json.dump({"policy": {"match_rate": eval_match[0]},
+                       **{f"policy_seed{s}": {"match_rate": m}
+                          for s, m in enumerate(eval_match) if s}}, f)
+
+
+def test_curves_plots_and_summarizes_every_seed(tmp_path, capsys):
+    from benchmarks import curves
+    _fake_run(tmp_path / "imitate", "imitate", 2, eval_match=[0.95, 0.96])
+    _fake_run(tmp_path / "ppo", "ppo", 1)
+    out = tmp_path / "fig.png"
+    rows = curves.main([str(tmp_path / "imitate"), str(tmp_path / "ppo"), "--out", str(out)])
+    assert [(r["algorithm"], r["seed"]) for r in rows] == [("imitate", 0), ("imitate", 1),
+                                                           ("ppo", 0)]
+    assert rows[0]["minutes"] == pytest.approx(2.5) and rows[0]["updates"] == 5
+    assert rows[1]["greedy_match"] == pytest.approx(0.901)
+    assert [r["held_out_match"] for r in rows] == [0.95, 0.96, None]
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert curves.smooth([1.0, 3.0, 5.0], 2) == [1.0, 2.0, 4.0]
+    with pytest.raises(SystemExit):
+        curves.main([str(tmp_path), "--out", str(tmp_path / "x.png")])
+    assert "is not a training run directory (no config.json)" in capsys.readouterr().err
