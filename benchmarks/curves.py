@@ -4,9 +4,9 @@
     python benchmarks/curves.py runs/imitate_4seeds --target 0.98
 
 One line per run and seed: the greedy policy's match rate on the fresh states of each
-rollout (`greedy_match` in `metrics.jsonl`, states the network has not trained on yet)
-(a trailing mean of `--smooth` updates) against the training time in minutes (the run's `time` column: compilation, checkpoints
-and the final evaluation excluded). A marker at each line's end shows the held-out match
+rollout (`greedy_match` in `metrics.jsonl`, states the network has not trained on yet; a
+trailing mean of `--smooth` updates) against the training time in minutes (the run's
+`time` column: compilation, checkpoints and the final evaluation excluded). A marker at each line's end shows the held-out match
 rate of that seed in the run's `eval.json`, and dashed lines the `--target` rates. Prints
 one row per run and seed: minutes, updates, last training-time match and held-out match.
 """
@@ -17,19 +17,16 @@ import argparse
 import json
 import os
 
+from train.run import read_rows
+from vte import checkpoint as ckpt
+
 
 def read_run(run_dir: str) -> dict:
-    """The run's configuration, metrics rows and held-out match rate per seed (None when the
-    run has no eval.json). FileNotFoundError names a directory that is not a run."""
-    paths = {name: os.path.join(run_dir, name) for name in ("config.json", "metrics.jsonl")}
-    for path in paths.values():
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{run_dir!r} is not a training run directory "
-                                    f"(no {os.path.basename(path)})")
-    with open(paths["config.json"]) as f:
-        config = json.load(f)
-    with open(paths["metrics.jsonl"]) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    """The run's configuration, metrics rows and held-out match rate per seed (none when the
+    run has no eval.json). FileNotFoundError or CheckpointError names a directory that is
+    not a run or a damaged config.json."""
+    config = ckpt.load_config(run_dir)
+    rows = read_rows(os.path.join(run_dir, "metrics.jsonl"))
     held_out = {}
     eval_path = os.path.join(run_dir, "eval.json")
     if os.path.isfile(eval_path):
@@ -83,7 +80,8 @@ def plot(runs: dict, path: str, targets: list[float], window: int) -> None:
             if not pts:
                 continue
             x, y = zip(*pts)
-            ax.plot(x, smooth(y, window), color=color, lw=1, alpha=0.8, label=name if s == 0 else None)
+            ax.plot(x, smooth(y, window), color=color, lw=1, alpha=0.8,
+                    label=name if s == 0 else None)
             if s in run["held_out"]:
                 ax.plot([x[-1]], [run["held_out"][s]], "o", color=color, ms=5)
     for t in targets:
@@ -91,8 +89,8 @@ def plot(runs: dict, path: str, targets: list[float], window: int) -> None:
     ax.set_ylim(0.7, 1.0)
     ax.set_xlabel("training time, minutes (compilation and evaluation excluded)")
     ax.set_ylabel("optimal-match rate (greedy)")
-    ax.set_title(f"lines: fresh rollout states during training (mean of {window} updates); "
-                 "dots: held-out eval.json", fontsize=10)
+    ax.set_title(f"lines: fresh rollout states during training (mean of {window} "
+                 "updates); dots: held-out eval.json", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
@@ -117,7 +115,7 @@ def main(argv=None) -> list[dict]:
             p.error(f"--target={t} is invalid: allowed a match rate in [0, 1]")
     try:
         runs = {r: read_run(r) for r in args.runs}
-    except FileNotFoundError as err:
+    except (FileNotFoundError, ckpt.CheckpointError) as err:
         p.error(str(err))
     rows = [row for r, run in runs.items() for row in summarize(r, run)]
     print("| run | algorithm | seed | training min | updates | last greedy match | "

@@ -1,6 +1,6 @@
 """Training speed of the two backward passes of the scheduler network, in one run.
 
-    python benchmarks/network_grad.py                       # the README's two commands
+    python benchmarks/network_grad.py           # imitate.py's and ppo.py --num-envs 4096's updates
     python benchmarks/network_grad.py --repeats 3 --updates 2 --ppo-envs 0
 
 `vte.SchedulerNet` builds its layers from `vte.network.Dense`, whose backward pass is
@@ -142,6 +142,14 @@ def parse_args(argv):
         if getattr(args, name) < 0:
             p.error(f"--{name.replace('_', '-')}={getattr(args, name)} is invalid: allowed "
                     "an integer >= 0")
+    from train.config import ImitateConfig, PPOConfig
+    for name, config_cls in (("imitate_envs", ImitateConfig), ("ppo_envs", PPOConfig)):
+        if getattr(args, name):
+            try:   # the trainer's own checks, before any work
+                config_cls(num_envs=getattr(args, name), num_nodes=args.num_nodes)
+            except ValueError as err:
+                p.error(f"--{name.replace('_', '-')}={getattr(args, name)} is invalid for "
+                        f"the trainer's defaults: {err}")
     return args
 
 

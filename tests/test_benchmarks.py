@@ -261,12 +261,13 @@ def test_network_grad_rejects_bad_flags(capsys):
 def _fake_run(path, algorithm, seeds, eval_match=None):
     os.makedirs(path)
     with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump({"algorithm": algorithm, "seeds": seeds}, f)
+        json.dump({"algorithm": algorithm, "seeds": seeds, "hidden": 16}, f)
     with open(os.path.join(path, "metrics.jsonl"), "w") as f:
         for u in range(1, 6):
             for s in range(seeds):
                 f.write(json.dumps({"update": u, "seed": s, "time": 30.0 * u,
                                     "greedy_match": 0.8 + 0.02 * u + 0.001 * s}) + "\n")
+        f.write('{"update": 6, "seed": 0, "ti')   # cut short by an interrupt: dropped
     if eval_match is not None:
         with open(os.path.join(path, "eval.json"), "w") as f:
             json.dump({"policy": {"match_rate": eval_match[0]},
@@ -289,4 +290,11 @@ def test_curves_plots_and_summarizes_every_seed(tmp_path, capsys):
     assert curves.smooth([1.0, 3.0, 5.0], 2) == [1.0, 2.0, 4.0]
     with pytest.raises(SystemExit):
         curves.main([str(tmp_path), "--out", str(tmp_path / "x.png")])
-    assert "is not a training run directory (no config.json)" in capsys.readouterr().err
+    assert "is not a training run directory: no config.json" in capsys.readouterr().err
+
+
+def test_network_grad_refuses_sizes_the_trainers_refuse(capsys):
+    from benchmarks import network_grad
+    with pytest.raises(SystemExit):
+        network_grad.main(["--imitate-envs", "3"])
+    assert "--imitate-envs=3 is invalid for the trainer's defaults" in capsys.readouterr().err

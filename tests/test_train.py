@@ -147,12 +147,21 @@ def test_the_distilled_target_is_the_softmax_of_the_feasible_costs():
     cold = float(imitate.distill_cross_entropy(log_probs, cost, mask, 1e-4))
     label = np.array([1, 4])
     assert cold == pytest.approx(-log_probs[np.arange(2), label].mean(), rel=1e-4)
-    # An action the policy may not take gets no teacher mass, whatever its cost.
+    # An action the policy may not take gets no teacher mass, whatever its cost: the
+    # teacher is the softmax over the actions both allow (here without the least-cost one).
     hidden = mask.copy()
     hidden[0, 1] = False
     logits_h = masked_logits(jax.random.normal(jax.random.PRNGKey(0), cost.shape), hidden)
     lp_h = np.asarray(jax.nn.log_softmax(logits_h))
-    assert np.isfinite(float(imitate.distill_cross_entropy(lp_h, cost, hidden, 0.05)))
+    got_h = float(imitate.distill_cross_entropy(lp_h, cost, hidden, 0.05))
+    want_h = []
+    for c, lp, m in zip(cost, lp_h, hidden):
+        t = np.exp(-(c[m] - c[m].min()) / 0.05)
+        want_h.append(-(t / t.sum() * lp[m]).sum())
+    assert got_h == pytest.approx(np.mean(want_h), rel=1e-5)
+    # A temperature far below the cost gaps is still finite (the gaps, not the costs, are
+    # divided by it).
+    assert np.isfinite(float(imitate.distill_cross_entropy(log_probs, cost, mask, 1e-6)))
 
 
 def test_the_training_env_reports_the_cost_of_every_action():
@@ -374,11 +383,15 @@ def test_a_second_ctrl_c_cannot_interrupt_a_save(ppo_run, monkeypatch, tmp_path)
     assert signal.getsignal(signal.SIGINT) is before                      # and given back
 
 
-def test_a_bad_distillation_flag_fails_before_any_work(capsys, tmp_path):
+@pytest.mark.parametrize("value, allowed", [
+    ("-0.5", "allowed a number in [0.0, 1000.0]"),
+    ("1e-9", "allowed 0 (off) or a number in [1e-06, 1000.0]"),
+])
+def test_a_bad_distillation_flag_fails_before_any_work(value, allowed, capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
-        imitate.main(["--distill-temp", "-0.5", "--out", str(tmp_path / "x")])
+        imitate.main(["--distill-temp", value, "--out", str(tmp_path / "x")])
     assert exc.value.code == 2
-    assert "--distill-temp=-0.5 is invalid: allowed a number in [0.0, 1000.0]" in capsys.readouterr().err
+    assert f"--distill-temp={float(value)!r} is invalid: {allowed}" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "x")
 
 
@@ -412,6 +425,15 @@ def test_the_extra_actions_are_the_policy_samples_with_their_rewards():
     np.testing.assert_array_equal(traj.group_action[..., 0], traj.action)
     np.testing.assert_array_equal(traj.group_reward[..., 0], traj.reward)
     np.testing.assert_allclose(traj.group_log_prob[..., 0], traj.log_prob, rtol=1e-6)
+    # Every column: the reward is the cost gap of that action in its state (the env's
+    # action_costs), and the log-probability the network's in that observation.
+    cost = np.asarray(traj.label_cost)
+    actions = np.asarray(traj.group_action)
+    gap = np.take_along_axis(cost, actions, -1) - cost.min(-1, keepdims=True)
+    np.testing.assert_allclose(-np.asarray(traj.group_reward), gap, rtol=1e-5, atol=1e-6)
+    logits = jax.vmap(lambda o: env.network.apply(runner.params, o)[0])(traj.obs)
+    want = np.take_along_axis(np.asarray(jax.nn.log_softmax(logits)), actions, -1)
+    np.testing.assert_allclose(np.asarray(traj.group_log_prob), want, rtol=1e-5, atol=1e-5)
     # Every sampled action is allowed by the mask, so none is penalised as invalid.
     mask = np.asarray(traj.obs.action_mask)
     chosen = np.take_along_axis(mask, np.asarray(traj.group_action), -1)

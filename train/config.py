@@ -26,6 +26,7 @@ GROUPS = ("training", "algorithm", "environment", "outputs")
 ENVS = ("synthetic", "openb")
 TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd")
 OPENB_TRACES = ("default", "gpuspec10", "multigpu20")
+MIN_DISTILL_TEMP = 1e-6   # cost units; below it the teacher's softmax is a float32 argmax
 # Fields that runs saved before they existed lack, with the value those runs used.
 ADDED_LATER = {"env": "synthetic", "trace": "default", "nodes": "gpu", "workloads": 256,
                "tune": 1.3, "teacher": "optimal", "distill_temp": 0.0, "distill_coef": 1.0,
@@ -313,7 +314,8 @@ class PPOConfig(TrainConfig):
     samples_per_state: int = flag(1, "actions sampled in each visited state and scored with "
                                   "the environment's reward function (vte.reward) without "
                                   "stepping; the policy gradient uses all of them, each "
-                                  "against their mean (needs --gamma 0; synthetic)", low=1,
+                                  "against the mean of the others (needs --gamma 0; "
+                                  "synthetic)", low=1,
                                   high=1024, group="algorithm")
 
     def __post_init__(self):
@@ -347,6 +349,12 @@ class ImitateConfig(TrainConfig):
                                group="algorithm")
     distill_coef: float = flag(1.0, "weight of the distillation term (--distill-temp)",
                                low=0.0, high=1e3, group="algorithm")
+
+    def __post_init__(self):
+        super().__post_init__()
+        if 0.0 < self.distill_temp < MIN_DISTILL_TEMP:
+            raise invalid("distill_temp", self.distill_temp,
+                          f"0 (off) or a number in [{MIN_DISTILL_TEMP}, 1000.0]")
 
 
 CONFIGS = {"ppo": PPOConfig, "imitate": ImitateConfig}

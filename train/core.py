@@ -96,11 +96,13 @@ def collect(env: TrainEnv, net, runner: Runner, config: TrainConfig,
         rng, k_act, k_env = jax.random.split(rng, 3)
         logits, value = net.apply(runner.params, obs)
         log_probs = jax.nn.log_softmax(logits)
+        if samples_per_state > 1:   # (one key more; K = 1 keeps the stream it always had)
+            k_act, k_more = jax.random.split(k_act)
         action = jax.random.categorical(k_act, logits).astype(jnp.int32)
         log_prob = jnp.take_along_axis(log_probs, action[:, None], -1)[:, 0]
         group = {}
         if samples_per_state > 1:
-            more = jax.random.categorical(jax.random.fold_in(k_act, 1), logits[:, None, :],
+            more = jax.random.categorical(k_more, logits[:, None, :],
                                           shape=(config.num_envs, samples_per_state - 1))
             actions = jnp.concatenate([action[:, None], more.astype(jnp.int32)], axis=1)
             group = {"group_action": actions,

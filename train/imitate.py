@@ -90,7 +90,9 @@ def distill_cross_entropy(log_probs: jax.Array, cost: jax.Array, mask: jax.Array
       temp: > 0, in cost units: actions within about `temp` of the optimum share its mass.
     """
     allowed = mask & jnp.isfinite(cost)
-    teacher = jax.nn.softmax(jnp.where(allowed, -cost / temp, -jnp.inf), axis=-1)
+    best = jnp.min(jnp.where(allowed, cost, jnp.inf), axis=-1, keepdims=True)
+    gap = jnp.where(allowed, cost - best, 0.0)            # >= 0, 0 at the least cost
+    teacher = jax.nn.softmax(jnp.where(allowed, -gap / temp, -jnp.inf), axis=-1)
     return -jnp.sum(jnp.where(allowed, teacher * log_probs, 0.0), axis=-1).mean()
 
 

@@ -357,9 +357,9 @@ def _rows(metrics: dict, first_update: int, config: TrainConfig, sps: float, ela
             yield row
 
 
-def _read_rows(path: str, max_update: int) -> list[dict]:
-    """The logged rows up to the checkpoint's update (a line cut short by an interrupt
-    is dropped)."""
+def read_rows(path: str, max_update: int | None = None) -> list[dict]:
+    """The rows of a `metrics.jsonl`, up to update `max_update` if given (a line cut short
+    by an interrupt is dropped)."""
     if not os.path.exists(path):
         return []
     rows = []
@@ -369,7 +369,7 @@ def _read_rows(path: str, max_update: int) -> list[dict]:
                 rows.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
-    return [r for r in rows if r["update"] <= max_update]
+    return [r for r in rows if max_update is None or r["update"] <= max_update]
 
 
 class _Preemption:
@@ -451,7 +451,7 @@ def run(config: TrainConfig, make_update: Callable, out: str, resume: bool = Fal
     if resume:
         runner = _restore(mngr, abstract, shardings, out)
         start = int(np.asarray(runner.update)[0])
-        rows = _read_rows(metrics_path, start) if primary else []
+        rows = read_rows(metrics_path, start) if primary else []
         elapsed = rows[-1]["time"] if rows else 0.0
     else:
         runner = _compiled(config, ("init", init_params is None, placement),

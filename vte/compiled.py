@@ -1,7 +1,7 @@
 """The public functions, compiled: fast when research code calls them in plain Python loops.
 
-`vte.reset`, `vte.step`, `vte.step_env`, `vte.reward`, `vte.get_obs`, `vte.rescore`, `vte.node_costs`
-and `vte.optimal_action` are `jax.jit` of the functions in `vte.env`, `vte.observation` and
+`vte.reset`, `vte.step`, `vte.step_env`, `vte.reward`, `vte.get_obs`, `vte.rescore`,
+`vte.node_costs` and `vte.optimal_action` are `jax.jit` of the functions in `vte.env`, `vte.observation` and
 `vte.scoring`. The shape-deciding fields of `EnvParams` (`num_nodes`, `queue_len`, ...) are
 static (part of its pytree structure), the other fields are traced, so a new float value
 does not recompile. Inside the caller's own `jit` or `vmap` (any traced argument) they
@@ -13,6 +13,7 @@ int32 is turned into an invalid action before JAX would cast it.
 from __future__ import annotations
 
 import functools
+import inspect
 
 import jax
 
@@ -40,11 +41,16 @@ def _public(fn):
 
 
 def _with_action(fn):
+    """`_public(fn)` whose argument `action` (by position or name) is narrowed first
+    (`vte.env.narrow_action`)."""
     compiled = _public(fn)
+    signature = inspect.signature(fn)
 
     @functools.wraps(fn)
-    def call(key, state, action, params):
-        return compiled(key, state, _env.narrow_action(action), params)
+    def call(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.arguments["action"] = _env.narrow_action(bound.arguments["action"])
+        return compiled(*bound.args, **bound.kwargs)
     call.compiled = compiled.compiled
     return call
 
@@ -52,17 +58,11 @@ def _with_action(fn):
 reset = _public(_env.reset)
 step = _with_action(_env.step)
 step_env = _with_action(_env.step_env)
-_reward = _public(_env.reward)
-
-
-@functools.wraps(_env.reward)
-def reward(state, action, params):
-    return _reward(state, _env.narrow_action(action), params)
-
-
+reward = _with_action(_env.reward)
 rescore = _public(_env.rescore)
 get_obs = _public(_observation.get_obs)
 node_costs = _public(_scoring.node_costs)
 optimal_action = _public(_scoring.optimal_action)
 
-__all__ = ["reset", "step", "step_env", "reward", "rescore", "get_obs", "node_costs", "optimal_action"]
+__all__ = ["reset", "step", "step_env", "reward", "rescore", "get_obs", "node_costs",
+           "optimal_action"]
