@@ -130,19 +130,24 @@ def test_imitation_trains_and_writes_outputs(tmp_path):
     assert actions.shape == (4,) and np.all(np.asarray(obs.action_mask)[np.arange(4), actions])
 
 
+def _policy_and_reference(cost, mask, temp):
+    """Random masked log-probabilities and the NumPy distillation cross-entropy to them."""
+    logits = masked_logits(jax.random.normal(jax.random.PRNGKey(0), cost.shape), mask)
+    log_probs = np.asarray(jax.nn.log_softmax(logits))
+    want = []
+    for c, lp, m in zip(cost, log_probs, mask):
+        t = np.exp(-(c[m] - c[m].min()) / temp)
+        want.append(-(t / t.sum() * lp[m]).sum())
+    return log_probs, np.mean(want)
+
+
 def test_the_distilled_target_is_the_softmax_of_the_feasible_costs():
     cost = np.array([[0.30, 0.10, np.inf, 0.12, 0.90],
                      [np.inf, np.inf, np.inf, np.inf, 0.0]], np.float32)   # 4 nodes + defer
     mask = np.isfinite(cost)
-    logits = masked_logits(jax.random.normal(jax.random.PRNGKey(0), cost.shape), mask)
-    log_probs = np.asarray(jax.nn.log_softmax(logits))
+    log_probs, want = _policy_and_reference(cost, mask, 0.05)
     got = float(imitate.distill_cross_entropy(log_probs, cost, mask, 0.05))
-    want = []
-    for c, lp, m in zip(cost, log_probs, mask):
-        t = np.exp(-(c[m] - c[m].min()) / 0.05)
-        want.append(-(t / t.sum() * lp[m]).sum())
-    assert got == pytest.approx(np.mean(want), rel=1e-5)
-    assert np.isfinite(got)
+    assert got == pytest.approx(want, rel=1e-5)
     # A cold teacher is the label: the cross-entropy to the least-cost action.
     cold = float(imitate.distill_cross_entropy(log_probs, cost, mask, 1e-4))
     label = np.array([1, 4])
@@ -151,14 +156,9 @@ def test_the_distilled_target_is_the_softmax_of_the_feasible_costs():
     # teacher is the softmax over the actions both allow (here without the least-cost one).
     hidden = mask.copy()
     hidden[0, 1] = False
-    logits_h = masked_logits(jax.random.normal(jax.random.PRNGKey(0), cost.shape), hidden)
-    lp_h = np.asarray(jax.nn.log_softmax(logits_h))
+    lp_h, want_h = _policy_and_reference(cost, hidden, 0.05)
     got_h = float(imitate.distill_cross_entropy(lp_h, cost, hidden, 0.05))
-    want_h = []
-    for c, lp, m in zip(cost, lp_h, hidden):
-        t = np.exp(-(c[m] - c[m].min()) / 0.05)
-        want_h.append(-(t / t.sum() * lp[m]).sum())
-    assert got_h == pytest.approx(np.mean(want_h), rel=1e-5)
+    assert got_h == pytest.approx(want_h, rel=1e-5)
     # A temperature far below the cost gaps is still finite (the gaps, not the costs, are
     # divided by it).
     assert np.isfinite(float(imitate.distill_cross_entropy(log_probs, cost, mask, 1e-6)))
