@@ -408,6 +408,7 @@ def test_ppo_with_several_actions_per_state_trains(tmp_path):
     assert PPOConfig.from_dict(ckpt.load_config(out)).samples_per_state == 4
 
 
+@pytest.mark.slow
 def test_the_extra_actions_are_the_policy_samples_with_their_rewards():
     """collect's group: column 0 is the stepped action, every column's reward is
     vte.reward of that action in the state it was sampled in, and its log-probability
