@@ -301,7 +301,7 @@ class PPOConfig(TrainConfig):
 
     algorithm: ClassVar[str] = "ppo"
 
-    total_timesteps: int = flag(1_500_000, TrainConfig.__dataclass_fields__[
+    total_timesteps: int = flag(6_000_000, TrainConfig.__dataclass_fields__[
         "total_timesteps"].metadata["help"], low=1)
     lr: float = flag(1e-3, "Adam learning rate", low=0.0)
     gamma: float = flag(0.0, "discount; 0 credits each decision with its own reward",
