@@ -13,8 +13,8 @@ lead to. One update collects `num_steps` decisions in `num_envs` environments, t
 `update_epochs` passes of `num_minibatches` steps on the cross-entropy between the masked
 logits and the label, plus (on synthetic clusters, `--distill-temp`) the cross-entropy
 to softmax(-cost / T) over the feasible actions, a ranking of every node by its cost
-rather than the optimum alone; each phase is a `lax.scan` in one jitted function, vmapped over
-`--seeds`. The value head regresses the reward of the behaviour policy (the critic PPO
+rather than the optimum alone; each phase is a `lax.scan` in one jitted function,
+vmapped over `--seeds`. The value head regresses the reward of the behaviour policy (the critic PPO
 uses at its default `--gamma 0`), so a PPO warm start gets a trained critic too. Same
 outputs as `train/ppo.py` (`train/run.py`).
 """
@@ -52,6 +52,8 @@ def make_update(config: ImitateConfig, network=None):
 
         # LOSS (cross-entropy to the label, to the distilled cost ranking, value to the
         # reward)
+        distill = config.distill_temp > 0 and traj.label_cost is not None
+
         def loss_fn(p, t: Transition):
             logits, value = net.apply(p, t.obs)
             log_probs = jax.nn.log_softmax(logits)
@@ -68,7 +70,6 @@ def make_update(config: ImitateConfig, network=None):
                           "accuracy": (jnp.argmax(logits, -1) == t.label).mean(), **aux}
 
         # UPDATE NETWORK (only what the loss reads goes through the shuffle)
-        distill = config.distill_temp > 0 and traj.label_cost is not None
         data = Transition(obs=traj.obs, action=None, log_prob=None, value=None,
                           reward=traj.reward, terminated=None, truncated=None,
                           final_value=None, label=traj.label,

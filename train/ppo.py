@@ -110,8 +110,9 @@ def make_update(config: PPOConfig, network=None):
                           "clip_frac": (jnp.abs(ratio - 1.0) > clip_eps).mean()}
 
         # UPDATE NETWORK
-        return core.minibatch_sgd(runner, rollout_end, (traj, advantages, targets), loss_fn,
-                                  tx, config, stats)
+        # (the costs imitation distils are not read here: kept out of the shuffle)
+        data = (traj._replace(label_cost=None), advantages, targets)
+        return core.minibatch_sgd(runner, rollout_end, data, loss_fn, tx, config, stats)
 
     return init, update
 

@@ -1,8 +1,8 @@
 """The public functions, compiled: fast when research code calls them in plain Python loops.
 
 `vte.reset`, `vte.step`, `vte.step_env`, `vte.reward`, `vte.get_obs`, `vte.rescore`,
-`vte.node_costs` and `vte.optimal_action` are `jax.jit` of the functions in `vte.env`, `vte.observation` and
-`vte.scoring`. The shape-deciding fields of `EnvParams` (`num_nodes`, `queue_len`, ...) are
+`vte.node_costs` and `vte.optimal_action` are `jax.jit` of the functions in `vte.env`,
+`vte.observation` and `vte.scoring`. The shape-deciding fields of `EnvParams` (`num_nodes`, `queue_len`, ...) are
 static (part of its pytree structure), the other fields are traced, so a new float value
 does not recompile. Inside the caller's own `jit` or `vmap` (any traced argument) they
 call the plain functions, so nothing changes there; and every check that raises before any work still
