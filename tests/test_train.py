@@ -5,6 +5,7 @@ import json
 import os
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -396,16 +397,62 @@ def test_a_bad_distillation_flag_fails_before_any_work(value, allowed, capsys, t
 
 
 @pytest.mark.slow
-def test_ppo_with_several_actions_per_state_trains(tmp_path):
-    """--samples-per-state: K actions per state scored with vte.reward; the run writes
-    finite losses, its config round-trips and the policy acts."""
+@pytest.mark.parametrize("flags, field, value", [
+    (["--samples-per-state", "4"], "samples_per_state", 4),
+    (["--all-actions"], "all_actions", True),
+])
+def test_ppo_with_several_actions_per_state_trains(flags, field, value, tmp_path):
+    """--samples-per-state (K actions per state scored with vte.reward) and --all-actions
+    (every action scored): the run writes finite losses and its config round-trips."""
     out = str(tmp_path / "ppo_k")
-    ppo.main(TINY + ["--total-timesteps", str(8 * 4 * 2), "--samples-per-state", "4",
+    ppo.main(TINY + ["--total-timesteps", str(8 * 4 * 2), *flags,
                      "--out", out, "--eval-episodes", "0"])
     rows = _rows(out)
     assert [r["update"] for r in rows] == [1, 2]
-    assert all(np.isfinite(r["policy_loss"]) and np.isfinite(r["value_loss"]) for r in rows)
-    assert PPOConfig.from_dict(ckpt.load_config(out)).samples_per_state == 4
+    assert all(np.isfinite(r[k]) for r in rows
+               for k in ("policy_loss", "value_loss", "approx_kl", "clip_frac", "entropy"))
+    assert getattr(PPOConfig.from_dict(ckpt.load_config(out)), field) == value
+
+
+@pytest.mark.parametrize("flags, bad, allowed", [
+    (["--all-actions", "--samples-per-state", "4"], "--samples-per-state=4",
+     "1 with --all-actions"),
+    (["--all-actions", "--gamma", "0.9"], "--gamma=0.9", "0 with --all-actions"),
+    (["--all-actions", "--env", "openb"], "--env='openb'", "'synthetic' with --all-actions"),
+])
+def test_all_actions_refuses_what_it_cannot_score(flags, bad, allowed, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        ppo.main(flags + ["--out", str(tmp_path / "x")])
+    assert exc.value.code == 2
+    assert f"{bad} is invalid: allowed {allowed}" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "x")
+
+
+def test_the_all_actions_loss_is_the_expected_sampled_surrogate():
+    """--all-actions weighs every action's clipped surrogate by its behaviour probability:
+    the expectation, over the behaviour policy, of what one sampled action gives. Checked
+    against the average over many sampled actions, at a policy moved away from the
+    behaviour one so that the clip acts, with one masked action that must weigh nothing."""
+    rng = np.random.default_rng(0)
+    b, a, clip_eps = 3, 5, 0.2
+    mask = np.ones((b, a), bool)
+    mask[:, -1] = False
+    behaviour = jax.nn.log_softmax(jnp.where(mask, rng.normal(size=(b, a)), -1e30))
+    current = jax.nn.log_softmax(jnp.where(mask, rng.normal(size=(b, a)), -1e30))
+    adv = jnp.asarray(np.where(mask, rng.normal(size=(b, a)), 1e6), jnp.float32)
+    loss, kl, clip_frac = ppo.expected_surrogate(current, behaviour, adv, mask, clip_eps)
+    # Monte Carlo: actions drawn from the behaviour policy, the sampled surrogate.
+    n = 200_000
+    actions = jax.random.categorical(jax.random.PRNGKey(1), behaviour, shape=(n, b))
+    take = lambda x: jnp.take_along_axis(x, actions.T, -1).T      # noqa: E731 (n, b)
+    scale = np.sqrt(np.mean(np.asarray(take(jnp.where(mask, adv, 0.0))) ** 2))
+    sur, mc_kl, clipped = ppo.clipped_surrogate(take(current) - take(behaviour),
+                                                take(adv) / scale, clip_eps)
+    assert 0.05 < float(clipped.mean()) < 0.95                  # the clip is exercised
+    np.testing.assert_allclose(float(loss), -float(sur.mean()), rtol=0.02, atol=0.01)
+    np.testing.assert_allclose(float(kl), float(mc_kl.mean()), rtol=0.03, atol=0.003)
+    np.testing.assert_allclose(float(clip_frac), float(clipped.mean()), atol=0.01)
+    assert np.isfinite([float(loss), float(kl), float(clip_frac)]).all()
 
 
 @pytest.mark.slow

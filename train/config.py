@@ -30,7 +30,7 @@ MIN_DISTILL_TEMP = 1e-6   # cost units; below it the teacher's softmax is a floa
 # Fields that runs saved before they existed lack, with the value those runs used.
 ADDED_LATER = {"env": "synthetic", "trace": "default", "nodes": "gpu", "workloads": 256,
                "tune": 1.3, "teacher": "optimal", "distill_temp": 0.0, "distill_coef": 1.0,
-               "samples_per_state": 1}
+               "samples_per_state": 1, "all_actions": False}
 # Fields stored under "env" in config.json (the layout every saved run has).
 ENV_KEYS = {"env": "name", "num_nodes": "num_nodes", "queue_len": "queue_len",
             "episode_len": "episode_len", "sample_weights": "sample_weights",
@@ -317,9 +317,23 @@ class PPOConfig(TrainConfig):
                                   "against the mean of the others (needs --gamma 0; "
                                   "synthetic)", low=1,
                                   high=1024, group="algorithm")
+    all_actions: bool = flag(False, "score every action of each visited state with the "
+                             "environment's reward function and take the policy gradient "
+                             "as its expectation under the behaviour policy, instead of "
+                             "from sampled actions (needs --gamma 0; synthetic)",
+                             group="algorithm")
 
     def __post_init__(self):
         super().__post_init__()
+        if self.all_actions and self.samples_per_state > 1:
+            raise invalid("samples_per_state", self.samples_per_state,
+                          "1 with --all-actions (every action is already scored)")
+        if self.all_actions and self.gamma != 0:
+            raise invalid("gamma", self.gamma, "0 with --all-actions (actions are scored "
+                          "by their immediate reward, their whole return only at --gamma 0)")
+        if self.all_actions and self.env != "synthetic":
+            raise invalid("env", self.env, "'synthetic' with --all-actions (its reward "
+                          "needs a step on the OpenB replay)")
         if self.samples_per_state > 1 and self.gamma != 0:
             raise invalid("samples_per_state", self.samples_per_state,
                           f"1 with --gamma {self.gamma} (the extra actions are scored by "

@@ -57,6 +57,8 @@ class Transition(NamedTuple):
                                  # sampled in obs (`samples_per_state`), or None
     group_log_prob: Any = None   # (num_envs, K) float32, their behaviour log-probabilities
     group_reward: Any = None     # (num_envs, K) float32, their rewards (`env.reward`)
+                                 # With `all_actions`, group_action is None and the two
+                                 # others hold every action's (num_envs, A) values.
 
 
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
@@ -80,7 +82,7 @@ def init_runner(rng: jax.Array, config: TrainConfig, env: TrainEnv, net,
 
 
 def collect(env: TrainEnv, net, runner: Runner, config: TrainConfig,
-            bootstrap: bool = False, samples_per_state: int = 1):
+            bootstrap: bool = False, samples_per_state: int = 1, all_actions: bool = False):
     """The rollout: `num_steps` decisions of the policy (sampled from the network's masked
     logits) in every environment, as a `lax.scan`.
 
@@ -89,7 +91,9 @@ def collect(env: TrainEnv, net, runner: Runner, config: TrainConfig,
     mean reward. `bootstrap` fills `final_value` (one more forward pass per step). With
     `samples_per_state` K > 1, K - 1 more actions are sampled in each state, from the
     same logits, and scored with `env.reward` (the environment steps with the first):
-    `group_action`, `group_log_prob` and `group_reward` hold all K."""
+    `group_action`, `group_log_prob` and `group_reward` hold all K. With `all_actions`
+    every action of each state is scored: `group_log_prob` and `group_reward` are
+    (num_envs, A), the behaviour log-probabilities and rewards of all actions."""
 
     def env_step(carry, _):
         env_state, obs, rng = carry
@@ -109,6 +113,11 @@ def collect(env: TrainEnv, net, runner: Runner, config: TrainConfig,
                      "group_log_prob": jnp.take_along_axis(log_probs, actions, -1),
                      "group_reward": jax.vmap(jax.vmap(env.reward, (None, 0)))(
                          env_state, actions)}
+        elif all_actions:
+            every = jnp.arange(logits.shape[-1], dtype=jnp.int32)
+            group = {"group_log_prob": log_probs,
+                     "group_reward": jax.vmap(jax.vmap(env.reward, (None, 0)), (0, None))(
+                         env_state, every)}
         keys = jax.random.split(k_env, config.num_envs)
         next_obs, env_state, reward, term, trunc, info = jax.vmap(env.step)(
             keys, env_state, action)

@@ -27,6 +27,12 @@ reward `step` would give, without stepping), and steps with the first. The clipp
 surrogate then takes all K, each with the advantage of its reward over the mean of the
 other K - 1 (a leave-one-out baseline), so every forward pass of the network learns from
 K rewards instead of one.
+
+`--all-actions` (with `--gamma 0`) goes to the limit: every action of each visited state
+is scored with the environment's reward function, and the clipped surrogate is the
+expectation over the behaviour policy of what a sampled action gives
+(`expected_surrogate`), each action against the state's expected reward. The policy
+gradient then has no sampling noise, and the critic learns the expected reward.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ def make_update(config: PPOConfig, network=None):
     tx = core.make_optimizer(config)
     gamma, lam, clip_eps = config.gamma, config.gae_lambda, config.clip_eps
     k = config.samples_per_state
+    every = config.all_actions
 
     def init(rng, params=None):
         return core.init_runner(rng, config, env, net, tx, params)
@@ -61,7 +68,8 @@ def make_update(config: PPOConfig, network=None):
     def update(runner: Runner):
         # COLLECT TRAJECTORIES
         rollout_end, (traj, stats) = core.collect(env, net, runner, config,
-                                                  bootstrap=gamma > 0, samples_per_state=k)
+                                                  bootstrap=gamma > 0, samples_per_state=k,
+                                                  all_actions=every)
         # A cut episode's return goes on: bootstrap from the value of its last observation.
         cut = traj.truncated & ~traj.terminated
         traj = traj._replace(reward=traj.reward + gamma * jnp.where(cut, traj.final_value, 0.0))
@@ -81,12 +89,19 @@ def make_update(config: PPOConfig, network=None):
         targets = advantages + traj.value
         if k > 1:   # the critic learns the mean reward of the policy's K samples
             targets = traj.group_reward.mean(-1)
+        if every:   # ... the policy's expected reward
+            targets = jnp.sum(jnp.exp(traj.group_log_prob) * traj.group_reward, -1)
 
         # LOSS (clipped surrogate, clipped value loss, entropy bonus)
         def loss_fn(p, mb):
             t, adv, target = mb
             logits, value = net.apply(p, t.obs)
             log_probs = jax.nn.log_softmax(logits)
+            if every:   # every action, weighted by its behaviour probability
+                adv = t.group_reward - target[:, None]
+                policy_loss, approx_kl, clip_frac = expected_surrogate(
+                    log_probs, t.group_log_prob, adv, t.obs.action_mask, clip_eps)
+                return _finish(t, value, target, log_probs, policy_loss, approx_kl, clip_frac)
             if k > 1:   # K actions per state, each against the mean of the other K - 1
                 log_prob = jnp.take_along_axis(log_probs, t.group_action, -1)
                 log_ratio = log_prob - t.group_log_prob
@@ -95,10 +110,12 @@ def make_update(config: PPOConfig, network=None):
             else:
                 log_prob = jnp.take_along_axis(log_probs, t.action[:, None], -1)[:, 0]
                 log_ratio = log_prob - t.log_prob
-            ratio = jnp.exp(log_ratio)
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            policy_loss = -jnp.minimum(
-                ratio * adv, jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv).mean()
+            surrogate, approx_kl, clipped = clipped_surrogate(log_ratio, adv, clip_eps)
+            return _finish(t, value, target, log_probs, -surrogate.mean(), approx_kl.mean(),
+                           clipped.mean())
+
+        def _finish(t, value, target, log_probs, policy_loss, approx_kl, clip_frac):
             value_clipped = t.value + jnp.clip(value - t.value, -clip_eps, clip_eps)
             value_loss = 0.5 * jnp.maximum(jnp.square(value - target),
                                            jnp.square(value_clipped - target)).mean()
@@ -106,8 +123,7 @@ def make_update(config: PPOConfig, network=None):
             entropy = -jnp.sum(jnp.where(t.obs.action_mask, probs * log_probs, 0.0), -1).mean()
             loss = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
             return loss, {"loss": loss, "policy_loss": policy_loss, "value_loss": value_loss,
-                          "entropy": entropy, "approx_kl": ((ratio - 1.0) - log_ratio).mean(),
-                          "clip_frac": (jnp.abs(ratio - 1.0) > clip_eps).mean()}
+                          "entropy": entropy, "approx_kl": approx_kl, "clip_frac": clip_frac}
 
         # UPDATE NETWORK
         # (the costs imitation distils are not read here: kept out of the shuffle)
@@ -115,6 +131,38 @@ def make_update(config: PPOConfig, network=None):
         return core.minibatch_sgd(runner, rollout_end, data, loss_fn, tx, config, stats)
 
     return init, update
+
+
+def clipped_surrogate(log_ratio: jax.Array, adv: jax.Array, clip_eps: float):
+    """PPO's clipped surrogate of sampled actions, elementwise: (surrogate, the KL
+    estimate (r - 1) - log r, whether the ratio r is outside 1 +- clip_eps)."""
+    ratio = jnp.exp(log_ratio)
+    surrogate = jnp.minimum(ratio * adv,
+                            jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv)
+    return surrogate, (ratio - 1.0) - log_ratio, jnp.abs(ratio - 1.0) > clip_eps
+
+
+def expected_surrogate(log_probs: jax.Array, behaviour_log_probs: jax.Array,
+                       adv: jax.Array, mask: jax.Array, clip_eps: float):
+    """`--all-actions`: the clipped surrogate of every action, weighted by its behaviour
+    probability, i.e. the expectation over the behaviour policy of what one sampled action
+    gives (no sampling noise).
+
+    log_probs, behaviour_log_probs: (B, A) current and behaviour log-probabilities; adv:
+    (B, A) each action's advantage (its reward minus the state's expected reward); mask:
+    (B, A) bool, the actions the policy can take (the others weigh 0). The advantages are
+    scaled by their root-mean-square under the behaviour policy over the batch, the
+    expected form of the sampled loss's normalisation. Returns (policy loss, approximate
+    KL, clip fraction), () each, all three expectations over the behaviour policy."""
+    behaviour = jnp.where(mask, jnp.exp(behaviour_log_probs), 0.0)
+    log_ratio = jnp.where(mask, log_probs - behaviour_log_probs, 0.0)
+    scale = jnp.sqrt(jnp.sum(behaviour * jnp.square(adv), -1).mean()) + 1e-8
+    surrogate, kl, clipped = clipped_surrogate(log_ratio, adv / scale, clip_eps)
+
+    def expect(x):
+        return jnp.sum(behaviour * x, -1).mean()
+
+    return -expect(surrogate), expect(kl), expect(clipped.astype(jnp.float32))
 
 
 def make_train(config: PPOConfig):
