@@ -455,6 +455,25 @@ def test_the_all_actions_loss_is_the_expected_sampled_surrogate():
     assert np.isfinite([float(loss), float(kl), float(clip_frac)]).all()
 
 
+def test_the_all_actions_loss_stays_finite_where_the_behaviour_probability_underflows():
+    """An action the behaviour policy gave exp(-200) (0 in float32) and the current policy
+    a fair chance: its ratio would overflow, and weighted by a zero probability give NaN.
+    The loss, its gradient, the KL and the clip fraction stay finite."""
+    mask = jnp.array([[True, True, True, False]])
+    behaviour = jnp.array([[-200.0, -1e-3, -7.0, -3.4e38]])
+    adv = jnp.array([[-1.0, 0.5, 2.0, 0.0]])
+
+    def loss(logits):
+        out = ppo.expected_surrogate(jax.nn.log_softmax(jnp.where(mask, logits, -3.4e38)),
+                                     behaviour, adv, mask, 0.2)
+        return out[0], out
+
+    grad, (value, kl, clip_frac) = jax.grad(loss, has_aux=True)(jnp.array([[0.0, 0.0, 0.0,
+                                                                           0.0]]))
+    assert np.isfinite([float(value), float(kl), float(clip_frac)]).all()
+    assert np.all(np.isfinite(np.asarray(grad)))
+
+
 @pytest.mark.slow
 def test_the_extra_actions_are_the_policy_samples_with_their_rewards():
     """collect's group: column 0 is the stepped action, every column's reward is

@@ -154,15 +154,24 @@ def expected_surrogate(log_probs: jax.Array, behaviour_log_probs: jax.Array,
     scaled by their root-mean-square under the behaviour policy over the batch, the
     expected form of the sampled loss's normalisation. Returns (policy loss, approximate
     KL, clip fraction), () each, all three expectations over the behaviour policy."""
+    # In probabilities: behaviour * ratio is the current probability, so an action the
+    # behaviour policy gave ~0 and the current one does not weighs ~0, where the ratio
+    # itself would overflow (and 0 * inf is NaN).
     behaviour = jnp.where(mask, jnp.exp(behaviour_log_probs), 0.0)
-    log_ratio = jnp.where(mask, log_probs - behaviour_log_probs, 0.0)
+    current = jnp.where(mask, jnp.exp(log_probs), 0.0)
     scale = jnp.sqrt(jnp.sum(behaviour * jnp.square(adv), -1).mean()) + 1e-8
-    surrogate, kl, clipped = clipped_surrogate(log_ratio, adv / scale, clip_eps)
+    adv = jnp.where(mask, adv / scale, 0.0)
+    bounded = jnp.clip(current, (1.0 - clip_eps) * behaviour, (1.0 + clip_eps) * behaviour)
+    surrogate = jnp.minimum(current * adv, bounded * adv)
+    # KL(behaviour || current) term by term: (r - 1) - log r, weighted by the behaviour.
+    kl = (current - behaviour) - jnp.where(behaviour > 0,
+                                           behaviour * (log_probs - behaviour_log_probs), 0.0)
+    clipped = jnp.where(jnp.abs(current - behaviour) > clip_eps * behaviour, behaviour, 0.0)
 
-    def expect(x):
-        return jnp.sum(behaviour * x, -1).mean()
+    def total(x):
+        return jnp.sum(jnp.where(mask, x, 0.0), -1).mean()
 
-    return -expect(surrogate), expect(kl), expect(clipped.astype(jnp.float32))
+    return -total(surrogate), total(kl), total(clipped)
 
 
 def make_train(config: PPOConfig):
