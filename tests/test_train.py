@@ -428,6 +428,19 @@ def test_all_actions_refuses_what_it_cannot_score(flags, bad, allowed, capsys, t
     assert not os.path.exists(tmp_path / "x")
 
 
+def test_all_actions_is_on_by_default_wherever_every_action_can_be_scored():
+    assert PPOConfig().all_actions is True
+    assert PPOConfig(gamma=0.99).all_actions is False
+    assert PPOConfig(samples_per_state=4).all_actions is False
+    assert PPOConfig(all_actions=False).all_actions is False
+    # The resolved value is what a run saves, so the round trip keeps it.
+    assert PPOConfig.from_dict(PPOConfig().to_dict()).all_actions is True
+    # A run saved before the option existed learned from sampled actions.
+    old = PPOConfig().to_dict()
+    del old["all_actions"]
+    assert PPOConfig.from_dict(old).all_actions is False
+
+
 def test_the_all_actions_loss_is_the_expected_sampled_surrogate():
     """--all-actions weighs every action's clipped surrogate by its behaviour probability:
     the expectation, over the behaviour policy, of what one sampled action gives. Checked

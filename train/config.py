@@ -301,9 +301,11 @@ class PPOConfig(TrainConfig):
 
     algorithm: ClassVar[str] = "ppo"
 
-    total_timesteps: int = flag(6_000_000, TrainConfig.__dataclass_fields__[
+    total_timesteps: int = flag(8_000_000, TrainConfig.__dataclass_fields__[
         "total_timesteps"].metadata["help"], low=1)
-    lr: float = flag(1e-3, "Adam learning rate", low=0.0)
+    lr: float = flag(3e-3, "Adam learning rate", low=0.0)
+    num_minibatches: int = flag(32, TrainConfig.__dataclass_fields__[
+        "num_minibatches"].metadata["help"], low=1)
     gamma: float = flag(0.0, "discount; 0 credits each decision with its own reward",
                         low=0.0, high=1.0, group="algorithm")
     gae_lambda: float = flag(0.95, "GAE lambda", low=0.0, high=1.0, group="algorithm")
@@ -317,14 +319,19 @@ class PPOConfig(TrainConfig):
                                   "against the mean of the others (needs --gamma 0; "
                                   "synthetic)", low=1,
                                   high=1024, group="algorithm")
-    all_actions: bool = flag(False, "score every action of each visited state with the "
-                             "environment's reward function and take the policy gradient "
-                             "as its expectation under the behaviour policy, instead of "
-                             "from sampled actions (needs --gamma 0; synthetic)",
-                             group="algorithm")
+    all_actions: bool | None = flag(None, "score every action of each visited state with "
+                                    "the environment's reward function and take the "
+                                    "policy gradient as its expectation under the "
+                                    "behaviour policy, instead of from sampled actions "
+                                    "(needs --gamma 0, --samples-per-state 1 and "
+                                    "synthetic clusters; default: on wherever they hold)",
+                                    group="algorithm")
 
     def __post_init__(self):
         super().__post_init__()
+        if self.all_actions is None:   # on wherever every action can be scored
+            object.__setattr__(self, "all_actions", self.gamma == 0
+                               and self.samples_per_state == 1 and self.env == "synthetic")
         if self.all_actions and self.samples_per_state > 1:
             raise invalid("samples_per_state", self.samples_per_state,
                           "1 with --all-actions (every action is already scored)")

@@ -1,7 +1,8 @@
 """The OpenB trace replay as a training environment (`--env openb`).
 
     python train/imitate.py --env openb --teacher fgd --out runs/openb_imitate
-    python train/ppo.py --env openb --init-from runs/openb_imitate --gamma 0.99 --out runs/openb_ppo
+    python train/ppo.py --env openb --init-from runs/openb_imitate --gamma 0.99 --lr 1e-3 \
+        --num-minibatches 8 --out runs/openb_ppo
 
 Training episodes replay workloads of the `--trace` pod file on random sub-clusters of
 `--num-nodes` GPU nodes (the workload's GPU demand tuned to each sub-cluster,

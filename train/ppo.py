@@ -28,11 +28,13 @@ surrogate then takes all K, each with the advantage of its reward over the mean 
 other K - 1 (a leave-one-out baseline), so every forward pass of the network learns from
 K rewards instead of one.
 
-`--all-actions` (with `--gamma 0`) goes to the limit: every action of each visited state
-is scored with the environment's reward function, and the clipped surrogate is the
-expectation over the behaviour policy of what a sampled action gives
-(`expected_surrogate`), each action against the state's expected reward. The policy
-gradient then has no sampling noise, and the critic learns the expected reward.
+`--all-actions` goes to the limit, and is the default wherever it applies (synthetic
+clusters, `--gamma 0`, one sample per state): every action of each visited state is scored
+with the environment's reward function, and the clipped surrogate is the expectation over
+the behaviour policy of what a sampled action gives (`expected_surrogate`), each action
+against the state's expected reward. The policy gradient then has no sampling noise, and
+the critic learns the expected reward. `--no-all-actions` learns from the sampled action's
+reward alone, as PPO does where the reward of an action not taken is unknown.
 """
 
 from __future__ import annotations
