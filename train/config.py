@@ -301,7 +301,7 @@ class PPOConfig(TrainConfig):
 
     algorithm: ClassVar[str] = "ppo"
 
-    total_timesteps: int = flag(8_000_000, TrainConfig.__dataclass_fields__[
+    total_timesteps: int = flag(6_000_000, TrainConfig.__dataclass_fields__[
         "total_timesteps"].metadata["help"], low=1)
     lr: float = flag(3e-3, "Adam learning rate", low=0.0)
     num_minibatches: int = flag(32, TrainConfig.__dataclass_fields__[
