@@ -67,18 +67,9 @@ def make_update(config: PPOConfig, network=None):
     def init(rng, params=None):
         return core.init_runner(rng, config, env, net, tx, params)
 
-    def update(runner: Runner):
-        # COLLECT TRAJECTORIES
-        rollout_end, (traj, stats) = core.collect(env, net, runner, config,
-                                                  bootstrap=gamma > 0, samples_per_state=k,
-                                                  all_actions=every)
-        # A cut episode's return goes on: bootstrap from the value of its last observation.
-        cut = traj.truncated & ~traj.terminated
-        traj = traj._replace(reward=traj.reward + gamma * jnp.where(cut, traj.final_value, 0.0))
-
-        # CALCULATE ADVANTAGE (GAE, backwards in time)
-        _, last_value = net.apply(runner.params, rollout_end[1])
-
+    def gae(traj: Transition, last_value: jax.Array) -> jax.Array:
+        """GAE advantages (num_steps, num_envs), backwards in time from `last_value`, the
+        critic's value of the observation after the rollout."""
         def gae_step(carry, t: Transition):
             gae, next_value = carry
             live = 1.0 - (t.terminated | t.truncated).astype(jnp.float32)
@@ -88,11 +79,28 @@ def make_update(config: PPOConfig, network=None):
 
         _, advantages = jax.lax.scan(gae_step, (jnp.zeros_like(last_value), last_value),
                                      traj, reverse=True)
-        targets = advantages + traj.value
-        if k > 1:   # the critic learns the mean reward of the policy's K samples
-            targets = traj.group_reward.mean(-1)
-        if every:   # ... the policy's expected reward
+        return advantages
+
+    def update(runner: Runner):
+        # COLLECT TRAJECTORIES
+        rollout_end, (traj, stats) = core.collect(env, net, runner, config,
+                                                  bootstrap=gamma > 0, samples_per_state=k,
+                                                  all_actions=every)
+        # A cut episode's return goes on: bootstrap from the value of its last observation.
+        cut = traj.truncated & ~traj.terminated
+        traj = traj._replace(reward=traj.reward + gamma * jnp.where(cut, traj.final_value, 0.0))
+
+        # CALCULATE ADVANTAGE (GAE, backwards in time). Scored actions carry their own
+        # rewards, so the loss takes their advantages from those and the critic learns the
+        # policy's expected reward (all actions) or its K samples' mean reward.
+        if every:
+            advantages = None
             targets = jnp.sum(jnp.exp(traj.group_log_prob) * traj.group_reward, -1)
+        elif k > 1:
+            advantages, targets = None, traj.group_reward.mean(-1)
+        else:
+            advantages = gae(traj, net.apply(runner.params, rollout_end[1])[1])
+            targets = advantages + traj.value
 
         # LOSS (clipped surrogate, clipped value loss, entropy bonus)
         def loss_fn(p, mb):
