@@ -14,9 +14,9 @@ lead to. One update collects `num_steps` decisions in `num_envs` environments, t
 logits and the label, plus (on synthetic clusters, `--distill-temp`) the cross-entropy
 to softmax(-cost / T) over the feasible actions, a ranking of every node by its cost
 rather than the optimum alone; each phase is a `lax.scan` in one jitted function,
-vmapped over `--seeds`. The value head regresses the reward of the behaviour policy (the critic PPO
-uses at its default `--gamma 0`), so a PPO warm start gets a trained critic too. Same
-outputs as `train/ppo.py` (`train/run.py`).
+vmapped over `--seeds`. The value head regresses the reward of the behaviour policy (the
+critic PPO uses at its default `--gamma 0`), so a PPO warm start gets a trained critic
+too. Same outputs as `train/ppo.py` (`train/run.py`).
 """
 
 from __future__ import annotations

@@ -2,12 +2,13 @@
 
 `vte.reset`, `vte.step`, `vte.step_env`, `vte.reward`, `vte.get_obs`, `vte.rescore`,
 `vte.node_costs` and `vte.optimal_action` are `jax.jit` of the functions in `vte.env`,
-`vte.observation` and `vte.scoring`. The shape-deciding fields of `EnvParams` (`num_nodes`, `queue_len`, ...) are
-static (part of its pytree structure), the other fields are traced, so a new float value
-does not recompile. Inside the caller's own `jit` or `vmap` (any traced argument) they
-call the plain functions, so nothing changes there; and every check that raises before any work still
-raises: shapes and dtypes are checked while tracing, and a concrete action too wide for
-int32 is turned into an invalid action before JAX would cast it.
+`vte.observation` and `vte.scoring`. The shape-deciding fields of `EnvParams`
+(`num_nodes`, `queue_len`, ...) are static (part of its pytree structure), the other fields
+are traced, so a new float value does not recompile. Inside the caller's own `jit` or
+`vmap` (any traced argument) they call the plain functions, so nothing changes there; and
+every check that raises before any work still raises: shapes and dtypes are checked while
+tracing, and a concrete action too wide for int32 is turned into an invalid action before
+JAX would cast it.
 """
 
 from __future__ import annotations
