@@ -303,7 +303,7 @@ class PPOConfig(TrainConfig):
 
     total_timesteps: int = flag(6_000_000, TrainConfig.__dataclass_fields__[
         "total_timesteps"].metadata["help"], low=1)
-    lr: float = flag(3e-3, "Adam learning rate", low=0.0)
+    lr: float = flag(1e-3, "Adam learning rate", low=0.0)
     num_minibatches: int = flag(32, TrainConfig.__dataclass_fields__[
         "num_minibatches"].metadata["help"], low=1)
     gamma: float = flag(0.0, "discount; 0 credits each decision with its own reward",
