@@ -45,9 +45,9 @@ def test_reset_and_step_shapes_masks_and_vmap(params):
         np.testing.assert_array_equal(np.asarray(one[0].nodes), np.asarray(out[0].nodes[s]))
     assert np.isfinite(np.asarray(out[0].nodes)).all()
     from vte.openb import cluster
-    fresh = cluster.fragmentation(state.cluster.gpu_free, state.cluster.cpu_free, state.nodes.model,
-                                  state.nodes.typical)
-    np.testing.assert_allclose(np.asarray(state.cluster.frag), np.asarray(fresh), rtol=1e-6)
+    fresh = cluster.fragmentation(state.nodes.gpu_free, state.nodes.cpu_free, state.cluster.model,
+                                  state.cluster.typical)
+    np.testing.assert_allclose(np.asarray(state.nodes.frag), np.asarray(fresh), rtol=1e-6)
     again = RESET(jax.random.PRNGKey(0), params)[1]
     assert int(again.workload) == int(state.workload)           # deterministic per key
 
@@ -62,15 +62,18 @@ def test_invalid_actions_fail_the_pod_change_nothing_and_are_penalised(params):
         _, after, reward, _, _, info = STEP_ENV(jax.random.PRNGKey(0), state, jnp.int32(action), params)
         assert bool(info["invalid_action"]) and bool(info["failed"]), action
         assert float(reward) == -1.0
-        np.testing.assert_array_equal(np.asarray(after.cluster.gpu_free), np.asarray(state.cluster.gpu_free))
-        assert int(after.t) == int(state.t) + 1 and int(after.invalid) == 1
+        np.testing.assert_array_equal(np.asarray(after.nodes.gpu_free), np.asarray(state.nodes.gpu_free))
+        assert int(after.steps) == int(state.steps) + 1 and int(after.invalid) == 1
     good = int(np.argmax(mask[:-1]))
     _, after, reward, _, _, info = STEP_ENV(jax.random.PRNGKey(0), state, jnp.int32(good), params)
     assert bool(info["placed"]) and not bool(info["invalid_action"])
     pod = oenv.current_pod(state, params)
     assert float(reward) == pytest.approx(int(pod.num_gpus) * int(pod.gpu_milli) / 1000)
-    with pytest.raises(TypeError, match="action must be one integer"):
+    # One error rule for every environment (vte.environment.action_index).
+    with pytest.raises(TypeError, match="action must be an integer"):
         oenv.step_env(jax.random.PRNGKey(0), state, jnp.float32(1.0), params)
+    with pytest.raises(ValueError, match="action must be one integer"):
+        oenv.step_env(jax.random.PRNGKey(0), state, jnp.zeros(2, jnp.int32), params)
 
 
 @pytest.mark.parametrize("name", ["best_fit", "fgd"])
@@ -103,14 +106,14 @@ def test_an_episode_under_a_published_policy_equals_the_replay(trace, params, na
 def test_auto_reset_at_the_last_pod_keeps_the_final_observation(params):
     obs, state = RESET(jax.random.PRNGKey(8), params)
     w = int(state.workload)
-    state = state.replace(t=params.length[w] - 1)
+    state = state.replace(steps=params.length[w] - 1)
     action = jnp.int32(params.num_nodes)
     pod_mask = oenv.get_obs(state, params).action_mask
     if not bool(pod_mask[-1]):
         action = jnp.argmax(pod_mask).astype(jnp.int32)
     obs, after, _, terminated, truncated, info = STEP(jax.random.PRNGKey(9), state, action, params)
     assert bool(terminated) and not bool(truncated)
-    assert int(after.t) == 0 and int(after.cluster.arrived) == 0 and int(after.failed) == 0
+    assert int(after.steps) == 0 and int(after.nodes.arrived) == 0 and int(after.failed) == 0
     assert float(info["final_observation"].progress) > 0.0 and float(obs.progress) == 0.0
 
 
@@ -123,7 +126,7 @@ def test_sub_clusters_scale_the_workload(trace):
         cluster_milli = int(np.sum(np.asarray(sub.nodes.num_gpus[w]))) * 1000
         assert demand <= 1.3 * cluster_milli
     _, state = oenv.reset(jax.random.PRNGKey(0), sub)
-    assert state.cluster.gpu_free.shape == (8, 5)
+    assert state.nodes.gpu_free.shape == (8, 5)
     with pytest.raises(ValueError, match="subset=0 is invalid"):
         oenv.make_params(nodes, pods, seeds=[1], subset=0)
     with pytest.raises(ValueError, match="seeds is empty"):

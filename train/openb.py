@@ -79,7 +79,7 @@ def make_openb_env(config) -> TrainEnv:
 
     def step(key, state, action):
         label = teacher(key, state, params) if teacher is not None else None
-        total = state.nodes.total_gpu_milli          # this episode's, before an auto-reset
+        total = state.cluster.total_gpu_milli          # this episode's, before an auto-reset
         obs, state, reward, terminated, truncated, info = oenv.step(key, state, action, params)
         reward = reward * (100.0 * MILLI) / jnp.maximum(total, 1)
         if label is not None:

@@ -1,9 +1,12 @@
 """VTE: a vectorized JAX training environment for ML job schedulers.
 
     import jax, vte
-    params = vte.EnvParams(num_nodes=64, queue_len=8)
-    obs, state = vte.reset(key, params)
-    obs, state, reward, terminated, truncated, info = vte.step(key, state, action, params)
+    env, params = vte.make("Cluster-v0", num_nodes=64)     # or "OpenB-v0"; vte.registered()
+    obs, state = env.reset(key, params)
+    obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
+
+    params = vte.EnvParams(num_nodes=64, queue_len=8)       # the synthetic cluster's own
+    obs, state = vte.reset(key, params)                     # functions, the same environment
 
 Every public function is pure, deterministic per key, and works under `jax.jit` and
 `jax.vmap`. The model and its formulas are documented in `vte/MODEL.md`.
@@ -17,6 +20,9 @@ from __future__ import annotations
 
 from vte import (catalogue, distributed, heuristics, observation, rng, scenario, scoring,
                  twin)
+from vte import registry
+from vte.environment import Environment
+from vte.registry import make, registered, registration
 from vte.assignment import cost_matrix, optimal_assignment, score_assignment
 from vte.compiled import (get_obs, node_costs, optimal_action, rescore, reset, reward,
                           step, step_env)
@@ -30,6 +36,10 @@ from vte.types import (Cluster, Counters, EnvState, HeadScores, Metrics, Nodes, 
                        Requests, Twin)
 
 __version__ = "0.1.0"
+
+# The built-in environments, imported on first use (`vte.registry`).
+registry.register("Cluster-v0", "vte.synthetic:REGISTRATION", flag="synthetic")
+registry.register("OpenB-v0", "vte.openb.registration:REGISTRATION", flag="openb")
 
 
 def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | None = None):
@@ -48,6 +58,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'vte' has no attribute {name!r}")
 
 __all__ = [
+    "make", "registered", "registration", "registry", "Environment",
     "EnvParams", "num_actions", "reset", "step", "step_env", "reward", "get_obs", "rescore",
     "node_costs", "optimal_action", "measure",
     "cost_matrix", "optimal_assignment", "score_assignment", "evaluate",

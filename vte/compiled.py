@@ -13,47 +13,14 @@ JAX would cast it.
 
 from __future__ import annotations
 
-import functools
-import inspect
-
-import jax
-
 from vte import env as _env
 from vte import observation as _observation
 from vte import scoring as _scoring
-
-
-def _traced(tree) -> bool:
-    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(tree))
-
-
-def _public(fn):
-    jitted = jax.jit(fn)
-
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        # Under the caller's own transformation the plain function is traced, exactly as
-        # before (custom batching rules inside stay intact); concrete calls run compiled.
-        if _traced((args, kwargs)):
-            return fn(*args, **kwargs)
-        return jitted(*args, **kwargs)
-    call.compiled = jitted      # (not named `lower`: jax.vmap would take it for a jitted function)
-    return call
+from vte.environment import eager_jit as _public
 
 
 def _with_action(fn):
-    """`_public(fn)` whose argument `action` (by position or name) is narrowed first
-    (`vte.env.narrow_action`)."""
-    compiled = _public(fn)
-    signature = inspect.signature(fn)
-
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        bound = signature.bind(*args, **kwargs)
-        bound.arguments["action"] = _env.narrow_action(bound.arguments["action"])
-        return compiled(*bound.args, **bound.kwargs)
-    call.compiled = compiled.compiled
-    return call
+    return _public(fn, "action")
 
 
 reset = _public(_env.reset)

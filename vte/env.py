@@ -16,10 +16,10 @@ Termination: never; truncation after `episode_len` decisions, then the state res
   fresh scenario and `info["final_observation"]` holds the last observation of the
   episode that ended (gymnax 1.0 semantics).
 
-Auto-reset is cheap under `jax.vmap`: the batched rule computes new scenarios only in
-steps where some environment is done (`jax.custom_batching.custom_vmap`), instead of in
-every step as a plain `select` would; nested vmaps (seeds x environments) fold into one
-environment axis, so the reset stays conditional there too.
+The environment is `SyntheticEnv` (`vte.make("Cluster-v0")`), on the protocol of
+`vte.environment`, which owns the action checks and the auto-reset: cheap under
+`jax.vmap`, a fresh scenario is computed only in steps where some environment is done.
+The module functions `reset`, `step`, `step_env` and `reward` are that environment's.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ from jax import lax
 
 from vte import catalogue as C
 from vte import dynamics, fusion, rng, scenario, scoring, twin
+from vte.environment import Environment, action_index as _action_index, narrow_action, reset_key
 from vte.observation import get_obs, static_node_features
-from vte.params import EnvParams, check_param_shapes
-from vte.types import Counters, EnvState, Requests
+from vte.params import EnvParams, check_param_shapes, num_actions
+from vte.types import Counters, EnvState, Observation, Requests
 
 
 def _zero_counters() -> Counters:
@@ -134,35 +135,14 @@ def _update_queue(queue: Requests, pop: jax.Array, rotate: jax.Array, new: Reque
 # Step
 # --------------------------------------------------------------------------
 
-def narrow_action(action):
-    """A concrete (Python or NumPy) integer action outside int32 becomes -1, an invalid
-    action like any other out of range, before JAX would cast it to 32 bits and wrap it
-    onto a node. Arrays and traced values pass unchanged (elementwise for NumPy arrays)."""
-    if isinstance(action, (jax.Array, jax.core.Tracer)):
-        return action
-    concrete = np.asarray(action)
-    wide = (concrete < -2**31) | (concrete >= 2**31) if concrete.dtype.kind in "iu" else False
-    if np.any(wide):
-        return np.where(wide, -1, concrete).astype(np.int32)
-    return action
+ACTION_MEANING = "num_nodes = defer"
 
 
 def action_index(action, n: int) -> tuple[jax.Array, jax.Array]:
-    """The action as an integer array and whether it lies in [0, n].
-
-    Raises before any work when the action is not one integer: a float, bool or complex
-    dtype (TypeError) or a shape other than () (ValueError; batch with `jax.vmap`). An
-    integer outside [0, n] is an invalid action, also one too wide for int32 (a concrete
-    NumPy int64 is range-checked before JAX would wrap it to 32 bits).
-    """
-    a = jnp.asarray(narrow_action(action))
-    if a.dtype == jnp.bool_ or not jnp.issubdtype(a.dtype, jnp.integer):
-        raise TypeError(f"action must be an integer in [0, num_nodes={n}] (num_nodes = defer), "
-                        f"got dtype {a.dtype}")
-    if a.shape != ():
-        raise ValueError(f"action must be one integer (shape ()), got shape {a.shape}; "
-                         f"for a batch of environments use jax.vmap(vte.step)")
-    return a, (a >= 0) & (a <= n)
+    """The action as an integer array and whether it lies in [0, n] (`n` = num_nodes =
+    defer); the shared check of `vte.environment.action_index` (raises before any work
+    when the action is not one integer)."""
+    return _action_index(action, n + 1, ACTION_MEANING)
 
 
 _STATIC_FIELDS = tuple(f for f, spec in EnvParams.__dataclass_fields__.items()
@@ -205,16 +185,16 @@ def check_state_shapes(state: EnvState, params: EnvParams) -> None:
                              f"make {shape0} {dtype0}: the state comes from other params")
 
 
-def _transition(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
+def _transition(key: jax.Array, state: EnvState, action: jax.Array, in_range: jax.Array,
+                params: EnvParams):
     """One decision and one time advance: (state, reward, terminated, truncated, info).
 
-    Phases: judge the decision against the scores of the state it was taken in, place
-    the head request, advance time (`vte.dynamics`), let requests arrive, report to the
-    twin, and score the next head request."""
-    check_param_shapes(params)
-    check_state_shapes(state, params)
+    `action` is an integer array and `in_range` whether it lies in [0, num_nodes] (checked
+    by `vte.environment.Environment.step`). Phases: judge the decision against the scores
+    of the state it was taken in, place the head request, advance time (`vte.dynamics`),
+    let requests arrive, report to the twin, and score the next head request."""
     seed = rng.seed_from_key(key)
-    d = _judge(state, action, params)
+    d = _judge(state, action, in_range, params)
     nodes = dynamics.place(state.nodes, scoring.head(state.queue), d.node, d.place,
                            state.time + d.completion)
     # From the integer step count, not summed: float32 sums drift (288 s per step instead of
@@ -270,11 +250,10 @@ class _Decision(NamedTuple):
     failure_prob: jax.Array  # float32
 
 
-def _judge(state: EnvState, action: jax.Array, params: EnvParams) -> _Decision:
+def _judge(state: EnvState, a: jax.Array, in_range: jax.Array, params: EnvParams) -> _Decision:
     """SCORE THE DECISION on the ground truth, scored at the end of the previous step."""
     n = params.num_nodes
     sc = state.scores
-    a, in_range = action_index(action, n)
     a_c = jnp.clip(a, 0, n).astype(jnp.int32)
     valid = in_range & sc.feasible[a_c]
     place = valid & (a_c < n)
@@ -325,75 +304,58 @@ def reward(state: EnvState, action: jax.Array, params: EnvParams) -> jax.Array:
     infeasible or out-of-range action. Pure and cheap (it reads the state's cached scores),
     so a learner can score several candidate actions of one state, e.g. vmapped over
     actions."""
+    a, in_range = action_index(action, params.num_nodes)
     check_param_shapes(params)
     check_state_shapes(state, params)
-    return -_judge(state, action, params).regret
+    return -_judge(state, a, in_range, params).regret
 
 
 def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
     """`step` without the auto-reset: (obs, state, reward, terminated, truncated, info)."""
-    state, reward, terminated, truncated, info = _transition(key, state, action, params)
-    return get_obs(state, params), state, reward, terminated, truncated, info
+    return ENV.step_env(key, state, action, params)
 
 
 # --------------------------------------------------------------------------
-# Auto-reset, batched without paying for a reset in every step
+# The environment (the protocol of `vte.environment`)
 # --------------------------------------------------------------------------
 
-def reset_key(key: jax.Array) -> jax.Array:
-    """The key of the scenario that follows an episode ending in a step with `key`.
+class SyntheticEnv(Environment[EnvState, EnvParams]):
+    """vte's synthetic heterogeneous cluster (`vte.make("Cluster-v0")`); see the module
+    docstring for observation, action, reward and termination."""
 
-    Derived only when some environment is done. Both this key and the step's own seed
-    (`seed_from_key(key)`) are threefry outputs of `key`; the scenario's words are a
-    further threefry hash of this key (`vte.rng.key_words`), so they do not repeat the
-    step's words.
-    """
-    return jax.random.split(key)[1]
+    name = "Cluster-v0"
+    action_meaning = ACTION_MEANING
 
+    @property
+    def default_params(self) -> EnvParams:
+        return EnvParams()
 
-@jax.custom_batching.custom_vmap
-def _reset_if_done(key, state, done, params):
-    return lax.cond(done, lambda: reset_state(reset_key(key), params), lambda: state)
+    def reset_state(self, key: jax.Array, params: EnvParams) -> EnvState:
+        return reset_state(key, params)
 
+    def transition(self, key, state, action, valid_index, params):
+        return _transition(key, state, action, valid_index, params)
 
-@_reset_if_done.def_vmap
-def _reset_if_done_batched(axis_size, in_batched, key, state, done, params):
-    args = (_broadcast(x, b, axis_size) for x, b in zip((key, state, done, params), in_batched))
-    out = _reset_where_done(*args)
-    return out, jax.tree_util.tree_map(lambda _: True, out)
+    def get_obs(self, state: EnvState, params: EnvParams) -> Observation:
+        return get_obs(state, params)
 
+    def num_actions(self, params: EnvParams) -> int:
+        return num_actions(params)
 
-def _broadcast(tree, batched, axis_size):
-    return jax.tree_util.tree_map(
-        lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), tree, batched)
+    def observation_specs(self, params: EnvParams):
+        from vte.adapters.specs import observation_specs
+        return observation_specs(params)
 
+    def check(self, state, params) -> None:
+        check_param_shapes(params)
+        if state is not None:
+            check_state_shapes(state, params)
 
-@jax.custom_batching.custom_vmap
-def _reset_where_done(key, state, done, params):
-    """Environments along the leading axis: fresh scenarios where `done`, computed only when
-    some environment is done (a `lax.cond` on `any(done)`)."""
-    n = done.shape[0]
-
-    def do_reset():
-        fresh = jax.vmap(lambda k, p: reset_state(reset_key(k), p))(key, params)
-        return jax.tree_util.tree_map(
-            lambda new, old: jnp.where(done.reshape((n,) + (1,) * (new.ndim - 1)), new, old),
-            fresh, state)
-
-    return lax.cond(jnp.any(done), do_reset, lambda: state)
+    def reward(self, state: EnvState, action, params: EnvParams) -> jax.Array:
+        return reward(state, action, params)
 
 
-@_reset_where_done.def_vmap
-def _reset_where_done_batched(axis_size, in_batched, key, state, done, params):
-    # Under a further vmap (e.g. over training seeds) the cond's predicate would become
-    # batched and the cond a select that resets in every step: fold the new axis into the
-    # environment axis instead, so the predicate stays one `any` over all of them.
-    args = tuple(_broadcast(x, b, axis_size) for x, b in zip((key, state, done, params),
-                                                             in_batched))
-    flat = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[2:]), args)
-    out = _reset_where_done(*flat)
-    out = jax.tree_util.tree_map(lambda x: x.reshape((axis_size, -1) + x.shape[1:]), out)
-    return out, jax.tree_util.tree_map(lambda _: True, out)
+ENV = SyntheticEnv()
 
 
 def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
@@ -417,7 +379,4 @@ def step(key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams):
       `failure_prob`, `dropped`, `jobs_lost`, `counters` (episode totals before any reset)
       and `final_observation` (the observation before any reset).
     """
-    state, reward, terminated, truncated, info = _transition(key, state, action, params)
-    info["final_observation"] = get_obs(state, params)
-    state = _reset_if_done(key, state, terminated | truncated, params)
-    return get_obs(state, params), state, reward, terminated, truncated, info
+    return ENV._auto_step(key, state, action, params)

@@ -14,11 +14,10 @@ empty queue slots are 0, inside every bound. `weights` lie in [0, inf), `progres
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
-
 import jax.numpy as jnp
 import numpy as np
 
+from vte.environment import FieldSpec, field_spec
 from vte.observation import (NODE_FEATURE_NAMES, NODE_FEATURES, NODE_TABLE,
                              REQUEST_FEATURE_NAMES, REQUEST_FEATURES, REQUEST_TABLE, bounds)
 from vte.params import EnvParams, num_actions
@@ -42,21 +41,7 @@ NODE_LOW, NODE_HIGH = bounds(NODE_TABLE)              # (NODE_FEATURES,) each
 REQUEST_LOW, REQUEST_HIGH = bounds(REQUEST_TABLE)     # (REQUEST_FEATURES,)
 
 
-class FieldSpec(NamedTuple):
-    """One observation field: shape, dtype and elementwise bounds (arrays of `shape`)."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    low: np.ndarray
-    high: np.ndarray
-
-
-def _field(shape, dtype, low, high) -> FieldSpec:
-    dtype = np.dtype(dtype)
-    cast = np.bool_ if dtype == np.bool_ else np.float32
-    return FieldSpec(tuple(shape), dtype,
-                     np.array(np.broadcast_to(np.asarray(low, cast), shape)),
-                     np.array(np.broadcast_to(np.asarray(high, cast), shape)))
+_field = field_spec
 
 
 def _check_params(params) -> EnvParams:

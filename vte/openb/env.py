@@ -10,12 +10,16 @@ fits. The GPU inside the chosen node follows a fixed rule (`GPU_RULE`): whole-GP
 take their least sufficient GPUs, a shared pod takes the fitting GPU that FGD would take
 (the least fragmentation, lowest index on ties), so choosing FGD's node reproduces FGD.
 
+The environment is `OpenBEnv` (`vte.make("OpenB-v0", pods="default", subset=64)`), on
+the protocol of `vte.environment`, which owns the action checks and the auto-reset.
+
 Reward: the GPUs the decision allocated (num_gpu x gpu_milli / 1000 when placed, else 0),
 so an episode's return is the GPUs allocated at its end, the published metric. An invalid
 action (a node the filter rejects, "cannot place" while some node fits, or an index
 outside [0, N]) fails the pod, changes nothing else and is penalised by
 `invalid_penalty` GPUs. An episode ends (terminated) after its workload's last pod;
-`step` then resets to a fresh workload and returns the last observation in
+`step` then resets to a fresh workload (drawn with `vte.environment.reset_key(key)`, only
+in steps where some environment is done) and returns the last observation in
 `info["final_observation"]` (gymnax 1.0 semantics).
 
 Workloads come from a bank built once in NumPy (`make_params`, section 2 of OPENB.md,
@@ -35,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from vte.environment import Environment, FieldSpec, field_spec
 from vte.openb import cluster
 from vte.openb.cluster import Pod, Spec, State
 from vte.openb.policies import CPU_NORM, Policy, fgd_gain, fgd_score
@@ -70,10 +75,15 @@ class OpenBParams:
 
 @struct.dataclass
 class EnvState:
-    cluster: State           # the GPU-sharing cluster (its `rank` is the workload's)
-    nodes: Spec              # (N,) per field, this episode's nodes
+    """One episode: a workload of the bank replayed on its cluster. Named as in every vte
+    environment: `cluster` the static instance, `nodes` the dynamic state, `steps` the
+    decisions taken."""
+
+    cluster: Spec            # (N,) per field, this episode's nodes (static)
+    nodes: State             # the GPU-sharing cluster's dynamic state (its `rank` is the
+                             # workload's)
     workload: jax.Array      # () int32, index into the bank
-    t: jax.Array             # () int32, index of the pod to decide
+    steps: jax.Array         # () int32, decisions taken = index of the pod to decide
     failed: jax.Array        # () int32, pods that failed so far
     invalid: jax.Array       # () int32, invalid actions so far
 
@@ -159,23 +169,27 @@ def _episode_nodes(params: OpenBParams, w: jax.Array) -> Spec:
 
 def current_pod(state: EnvState, params: OpenBParams) -> Pod:
     """The pod to decide (an invalid padding pod once the workload is over)."""
-    t = jnp.minimum(state.t, params.pods.valid.shape[1] - 1)
+    t = jnp.minimum(state.steps, params.pods.valid.shape[1] - 1)
     return jax.tree_util.tree_map(lambda x: x[state.workload, t], params.pods)
 
 
-def reset(key: jax.Array, params: OpenBParams) -> tuple[Observation, EnvState]:
+def reset_state(key: jax.Array, params: OpenBParams) -> EnvState:
     """A workload of the bank drawn uniformly, on an empty cluster."""
     w = jax.random.randint(key, (), 0, params.num_workloads)
     spec = _episode_nodes(params, w)
     zero = jnp.zeros((), jnp.int32)
-    state = EnvState(cluster=cluster.empty_state(spec, params.ranks[w], params.empty_frag[w]),
-                     nodes=spec, workload=w,
-                     t=zero, failed=zero, invalid=zero)
-    return get_obs(state, params), state
+    return EnvState(cluster=spec, nodes=cluster.empty_state(spec, params.ranks[w],
+                                                            params.empty_frag[w]),
+                    workload=w, steps=zero, failed=zero, invalid=zero)
+
+
+def reset(key: jax.Array, params: OpenBParams) -> tuple[Observation, EnvState]:
+    """(obs, state) of a workload of the bank drawn uniformly, on an empty cluster."""
+    return ENV.reset_env(key, params)
 
 
 def get_obs(state: EnvState, params: OpenBParams) -> Observation:
-    return observe(state.cluster, current_pod(state, params), state.nodes, params.num_models)
+    return observe(state.nodes, current_pod(state, params), state.cluster, params.num_models)
 
 
 def observe(st: State, pod: Pod, spec: Spec, num_models: int) -> Observation:
@@ -213,20 +227,15 @@ def observe_with_gpu(st: State, pod: Pod, spec: Spec, num_models: int
                        action_mask=mask), shared_gpu
 
 
-def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: OpenBParams):
-    """One decision without auto-reset: (obs, state, reward, terminated, truncated, info)."""
-    del key                                   # the dynamics are deterministic given the action
+def _transition(state: EnvState, action: jax.Array, in_range: jax.Array, params: OpenBParams):
+    """One decision: (state, reward, terminated, truncated, info). `action` is an integer
+    array, `in_range` whether it lies in [0, N] (checked by `Environment.step`)."""
     n = params.num_nodes
-    action = jnp.asarray(action)
-    if action.shape != () or not jnp.issubdtype(action.dtype, jnp.integer) or action.dtype == jnp.bool_:
-        raise TypeError(f"action must be one integer in [0, {n}] ({n} = cannot place), "
-                        f"got {action.dtype} of shape {action.shape}")
-    spec, st = state.nodes, state.cluster
+    spec, st = state.cluster, state.nodes
     pod = current_pod(state, params)
     feasible = cluster.feasible(st, pod, spec)
     none_fits = ~jnp.any(feasible)
     node = jnp.clip(action, 0, n - 1).astype(jnp.int32)
-    in_range = (action >= 0) & (action <= n)
     chose_node = in_range & (action < n)
     valid = jnp.where(chose_node, feasible[node], in_range & none_fits) | ~pod.valid
     placed = chose_node & feasible[node]
@@ -236,10 +245,10 @@ def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: OpenBPa
     gpus = jnp.where(placed, demand, 0).astype(jnp.float32) / MILLI
     reward = gpus - jnp.where(valid, 0.0, params.invalid_penalty)
     state = state.replace(
-        cluster=new, t=state.t + pod.valid.astype(jnp.int32),
+        nodes=new, steps=state.steps + pod.valid.astype(jnp.int32),
         failed=state.failed + (pod.valid & ~placed).astype(jnp.int32),
         invalid=state.invalid + (~valid).astype(jnp.int32))
-    terminated = state.t >= params.length[state.workload]
+    terminated = state.steps >= params.length[state.workload]
     total = spec.total_gpu_milli
     info = {
         "placed": placed, "failed": pod.valid & ~placed, "invalid_action": ~valid,
@@ -249,18 +258,85 @@ def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: OpenBPa
         "frag_percent": jnp.sum(new.frag) / jnp.maximum(total, 1) * 100.0,
         "failed_pods": state.failed,
     }
-    return get_obs(state, params), state, reward, terminated, jnp.bool_(False), info
+    return state, reward, terminated, jnp.bool_(False), info
+
+
+class OpenBEnv(Environment[EnvState, OpenBParams]):
+    """The OpenB trace replay (`vte.make("OpenB-v0")`); see the module docstring for
+    observation, action, reward and termination. Its params are a bank of workloads
+    (`make_params`); `default_params` is the bank the registry built it with."""
+
+    name = "OpenB-v0"
+    action_meaning = "num_nodes = cannot place"
+
+    def __init__(self, params: OpenBParams | None = None):
+        self._params = params
+
+    @property
+    def default_params(self) -> OpenBParams:
+        if self._params is None:
+            raise ValueError("this OpenBEnv has no default params: build one with "
+                             "vte.make('OpenB-v0', pods=..., subset=...) or pass "
+                             "vte.openb.env.make_params(...) to every call")
+        return self._params
+
+    def reset_state(self, key: jax.Array, params: OpenBParams) -> EnvState:
+        return reset_state(key, params)
+
+    def transition(self, key, state, action, valid_index, params):
+        del key                               # the dynamics are deterministic given the action
+        return _transition(state, action, valid_index, params)
+
+    def get_obs(self, state: EnvState, params: OpenBParams) -> Observation:
+        return get_obs(state, params)
+
+    def num_actions(self, params: OpenBParams) -> int:
+        return num_actions(params)
+
+    def observation_specs(self, params: OpenBParams):
+        return observation_specs(params)
+
+    def check(self, state, params) -> None:
+        if not isinstance(params, OpenBParams):
+            raise ValueError(f"params={type(params).__name__} is invalid: allowed "
+                             "vte.openb.env.OpenBParams (make_params)")
+        if state is not None and not isinstance(state, EnvState):
+            raise ValueError(f"state={type(state).__name__} is invalid: allowed "
+                             "vte.openb.env.EnvState")
+
+
+def observation_specs(params: OpenBParams) -> dict[str, FieldSpec]:
+    """Every `Observation` field's shape, dtype and bounds: nodes (N, 16 + M) float32, pod
+    (5 + M,) float32, progress () float32, action_mask (N + 1,) bool. Free resources and
+    fractions lie in [0, 1] except FGD's gain and score columns (a gain can be negative,
+    a score exceed 1 only by rounding: (-inf, inf)) and progress (arrived demand beyond
+    the cluster's GPUs: [0, inf))."""
+    n, m = params.num_nodes, params.num_models
+    node_low = np.zeros(BASE_NODE_FEATURES + m, np.float32)
+    node_high = np.ones(BASE_NODE_FEATURES + m, np.float32)
+    node_low[[13, 14]], node_high[[13, 14]] = -np.inf, np.inf     # FGD gain, FGD score
+    node_high[:2] = np.inf                  # free CPU / 128 cores and memory / 1 TiB
+    pod_high = np.ones(5 + m, np.float32)
+    pod_high[:2] = np.inf                   # CPU / 128 cores, memory / 1 TiB
+    return {
+        "nodes": field_spec((n, BASE_NODE_FEATURES + m), np.float32, node_low, node_high),
+        "pod": field_spec((5 + m,), np.float32, 0.0, pod_high),
+        "progress": field_spec((), np.float32, 0.0, np.inf),
+        "action_mask": field_spec((n + 1,), np.bool_, False, True),
+    }
+
+
+ENV = OpenBEnv()
+
+
+def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: OpenBParams):
+    """One decision without auto-reset: (obs, state, reward, terminated, truncated, info)."""
+    return ENV.step_env(key, state, action, params)
 
 
 def step(key: jax.Array, state: EnvState, action: jax.Array, params: OpenBParams):
     """`step_env`, then a fresh workload when the episode ended (`info["final_observation"]`)."""
-    obs, state, reward, terminated, truncated, info = step_env(key, state, action, params)
-    info["final_observation"] = obs
-    fresh_obs, fresh = reset(key, params)
-    done = terminated | truncated
-    state = jax.tree_util.tree_map(lambda a, b: jnp.where(done, a, b), fresh, state)
-    obs = jax.tree_util.tree_map(lambda a, b: jnp.where(done, a, b), fresh_obs, obs)
-    return obs, state, reward, terminated, truncated, info
+    return ENV._auto_step(key, state, action, params)
 
 
 def policy_action(policy: Policy):
@@ -269,8 +345,8 @@ def policy_action(policy: Policy):
     "cannot place" when none fits. The GPU rule is the environment's (`GPU_RULE`)."""
     def act(key, state: EnvState, params: OpenBParams) -> jax.Array:
         pod = current_pod(state, params)
-        feasible = cluster.feasible(state.cluster, pod, state.nodes)
-        scores, _ = policy(key, state.cluster, pod, feasible, state.nodes)
-        node = cluster.select(scores, feasible, state.cluster.rank)
+        feasible = cluster.feasible(state.nodes, pod, state.cluster)
+        scores, _ = policy(key, state.nodes, pod, feasible, state.cluster)
+        node = cluster.select(scores, feasible, state.nodes.rank)
         return jnp.where(jnp.any(feasible), node, params.num_nodes).astype(jnp.int32)
     return act

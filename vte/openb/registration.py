@@ -1,0 +1,186 @@
+"""The registration of the OpenB trace replay, "OpenB-v0" (--env openb).
+
+    env, params = vte.make("OpenB-v0", pods="default", subset=64)   # 16 workloads
+    env, params = vte.make("OpenB-v0", pods="gpuspec10", seeds=range(100), tune=1.3)
+
+Training (`train/*.py --env openb`): episodes replay workloads of the `--trace` pod file
+on random sub-clusters of `--num-nodes` GPU nodes (demand tuned to each sub-cluster,
+`vte.openb.env.make_params(subset=...)`), one workload per seed 10_000 + i, i <
+`--workloads`. The reward trainers optimise is the share of the sub-cluster's GPUs a
+decision allocated, in percent (the environment's reward, GPUs, x 100 / the sub-cluster's
+GPUs), so an episode's return is the published metric, GPU allocation at its end in %,
+whatever the sub-cluster's size. Imitation learns from one of the six published policies
+(`--teacher`, FGD by default).
+
+The evaluation of a run (`eval.json`) replays the published seeds 42, 43, ...
+(`--eval-episodes` of them, 10 by default) on the full cluster with
+`vte.openb.experiment.run_grid`: each trained seed's network beside the six published
+policies, on the published metrics. The trace is loaded once per run and node file.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+
+from vte.files import atomic_write_text
+from vte.openb import env as oenv
+from vte.registry import Registration, flag_error
+
+TRAIN_SEED0 = 10_000        # training workloads: seeds 10_000 + i, apart from the published 42..
+EVAL_SEED0 = 42             # the published seeds
+EVAL_EPISODES = 10          # held-out workloads when --eval-episodes is not given
+MAKE_WORKLOADS = 16         # workloads of `vte.make("OpenB-v0")` when no seeds are given
+BUNDLED_TRACES = ("default", "gpuspec10", "multigpu20")
+TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd")
+CONFIG_KEYS = ("num_nodes", "trace", "nodes", "workloads", "tune")
+
+
+@functools.lru_cache(maxsize=8)
+def load_trace(pods: str = "default", nodes: str = "gpu"):
+    """(NodeTable, PodTable) of a node file and a pod file (bundled names or CSV paths),
+    read once per process for each pair."""
+    from vte.openb.trace import load_nodes, load_pods
+    table = load_nodes(nodes)
+    return table, load_pods(pods, table)
+
+
+def make(pods: str = "default", nodes: str = "gpu", seeds=None, subset: int | None = None,
+         tune: float = 1.3, invalid_penalty: float = 1.0):
+    """(env, params): a bank of one workload per seed (default seeds 10_000 ..
+    10_000 + 15) of the `pods` trace on the `nodes` file, each on a random `subset` of
+    its nodes (None: the full cluster). Bad values raise ValueError naming them."""
+    from vte.openb.trace import TraceError
+    try:
+        table, pod_table = load_trace(str(pods), str(nodes))
+    except (TraceError, OSError) as err:
+        raise ValueError(f"pods={pods!r}, nodes={nodes!r}: {err}") from None
+    if seeds is None:
+        seeds = range(TRAIN_SEED0, TRAIN_SEED0 + MAKE_WORKLOADS)
+    params = oenv.make_params(table, pod_table, seeds, tune=tune, subset=subset,
+                              invalid_penalty=invalid_penalty)
+    return oenv.OpenBEnv(params), params
+
+
+def _subset(config, nodes) -> int | None:
+    return config.num_nodes if config.num_nodes < len(nodes) else None
+
+
+def run_params(config, train: bool):
+    """The training bank of a run (sub-clusters of `--num-nodes`); its evaluation replays
+    the full cluster with `run_grid` instead (`evaluate`)."""
+    nodes, pods = load_trace(config.trace, config.nodes)
+    params = oenv.make_params(nodes, pods, range(TRAIN_SEED0, TRAIN_SEED0 + config.workloads),
+                              tune=config.tune, subset=_subset(config, nodes))
+    return oenv.OpenBEnv(params), params
+
+
+def check_config(config) -> None:
+    """The teacher is a published policy, the files load, the sub-clusters fit."""
+    from vte.openb.trace import TraceError, load_nodes, load_pods
+    teacher = getattr(config, "teacher", None)
+    if teacher is not None and teacher not in TEACHERS:
+        raise flag_error("teacher", teacher, "one of " + ", ".join(TEACHERS) + " with --env "
+                         "openb (the trace has no known optimum)")
+    try:
+        nodes = load_nodes(config.nodes)
+    except (TraceError, OSError, ValueError) as err:
+        raise flag_error("nodes", config.nodes, f"gpu, all or the path of a node file of the "
+                         f"OpenB format ({err})") from None
+    try:
+        load_pods(config.trace, nodes)
+    except (TraceError, OSError, ValueError) as err:
+        raise flag_error("trace", config.trace, f"{', '.join(BUNDLED_TRACES)} or the path of "
+                         f"a pod file of the OpenB format ({err})") from None
+    if config.num_nodes > len(nodes):
+        raise flag_error("num_nodes", config.num_nodes, f"1..{len(nodes)}, the node file's "
+                         "nodes, with --env openb")
+
+
+def network(hidden: int):
+    from vte.openb.network import OpenBNet
+    return OpenBNet(hidden=hidden)
+
+
+def policies() -> dict:
+    """The six published policies as actions of the environment, `(key, state, params) ->
+    action` (`vte.openb.env.policy_action`)."""
+    from vte.openb.policies import POLICIES
+    return {name: oenv.policy_action(p) for name, p in POLICIES.items()}
+
+
+def metrics(info: dict, done) -> dict:
+    """Invalid actions, failed pods, and GPU allocation, fragmentation and failed pods at
+    the end of ended episodes."""
+    return {
+        "invalid_rate": info["invalid_action"].mean(),
+        "failed_rate": info["failed"].mean(),
+        "alloc_end_sum": jnp.sum(jnp.where(done, info["alloc_percent"], 0.0)),
+        "frag_end_sum": jnp.sum(jnp.where(done, info["frag_percent"], 0.0)),
+        "failed_sum": jnp.sum(jnp.where(done, info["failed_pods"], 0)).astype(jnp.float32),
+        "episodes": jnp.sum(done),
+    }
+
+
+CURVES = (("alloc_end", "GPU allocation at episode end (% of the sub-cluster's GPUs)", "alloc"),
+          ("failed", "failed pods per episode", "failed"))
+
+
+def train_reward(state, reward, params):
+    """The reward in % of the episode's GPUs (`state` is the one the decision was taken in,
+    before any auto-reset)."""
+    from vte.openb.trace import MILLI
+    return reward * (100.0 * MILLI) / jnp.maximum(state.cluster.total_gpu_milli, 1)
+
+
+def load_policy(config: dict, variables, greedy: bool = True):
+    """A trained network as a policy of the replay, `(key, state, pod, feasible, spec) ->
+    (scores, shared_gpu)` (`vte.openb.network.as_policy`); `greedy` does not apply (the
+    replay keeps the best-scored feasible node)."""
+    from vte.openb.network import as_policy, models_of
+    return as_policy(network(config["hidden"]), variables, models_of(variables))
+
+
+def evaluate(config, params, out: str) -> dict:
+    """Each trained seed's network and the six published policies replayed on the held-out
+    published seeds, full cluster; writes `eval.json` (the `run_grid` result) and prints
+    the table beside the published figures."""
+    from vte.openb.experiment import format_table, run_grid
+    from vte.openb.network import as_policy
+    from vte.openb.policies import POLICIES
+
+    nodes, pods = load_trace(config.trace, config.nodes)
+    net = network(config.hidden)
+    named = dict(POLICIES)
+    for s in range(config.seeds):
+        variables = {"params": jax.tree_util.tree_map(lambda x: x[s], params["params"])}
+        name = "learned" if s == 0 else f"learned_seed{s}"
+        named[name] = as_policy(net, variables, max(len(nodes.models), 1))
+    episodes = config.eval_episodes if config.eval_episodes is not None else EVAL_EPISODES
+    result = run_grid(nodes, pods, named, range(EVAL_SEED0, EVAL_SEED0 + episodes),
+                      tune=config.tune, progress=True)
+    atomic_write_text(os.path.join(out, "eval.json"), json.dumps(result, indent=1))
+    print(format_table(result))
+    return result
+
+
+def render(state, params, action=None, reference=None, caption=None):
+    """The GPU-sharing cluster of one (unbatched) state with the pod to place
+    (`vte.openb.viewer.render_cluster`)."""
+    from vte.openb.viewer import render_cluster
+    return render_cluster(state.cluster, state.nodes, oenv.current_pod(state, params),
+                          action=action, reference=reference, caption=caption)
+
+
+REGISTRATION = Registration(
+    id="OpenB-v0", flag="openb",
+    summary="the OpenB trace replay (Alibaba GPU cluster, the FGD paper's experiment)",
+    make=make, config_keys=CONFIG_KEYS, check_config=check_config, run_params=run_params,
+    network=network, policies=policies, teachers=TEACHERS, default_teacher="fgd",
+    metrics=metrics, curves=CURVES, evaluate=evaluate, load_policy=load_policy,
+    train_reward=train_reward, render=render, decice=False,
+    defaults={"trace": "default", "nodes": "gpu", "workloads": 256, "tune": 1.3})
