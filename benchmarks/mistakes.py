@@ -22,6 +22,7 @@ import numpy as np
 import vte
 from vte import catalogue as C
 from vte import checkpoint as ckpt
+from vte import registry
 from vte import scoring
 from vte.files import atomic_write_text, check_output_path
 
@@ -98,8 +99,10 @@ def main(argv: list[str] | None = None) -> dict:
             configs[run] = ckpt.load_config(run)
         except (FileNotFoundError, ckpt.CheckpointError) as err:
             p.error(str(err))
-        if ckpt.is_openb(configs[run]):
-            p.error(f"{run!r} trained on the OpenB trace; this analysis is of synthetic runs")
+        reg = registry.of_run(configs[run])
+        if reg.optimum is None:
+            p.error(f"{run!r} trained on {reg.id}, which has no known optimum; this analysis "
+                    "of mistakes against the optimum needs one (--env synthetic)")
     results = {}
     for run, config in configs.items():
         env = config["env"]

@@ -20,22 +20,22 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from vte import registry
 from vte.rng import SEED_LIMIT
 
 GROUPS = ("training", "algorithm", "environment", "outputs")
-ENVS = ("synthetic", "openb")
-TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd")
-OPENB_TRACES = ("default", "gpuspec10", "multigpu20")
+ENVS = registry.flags()          # the --env names of the registered environments
+TEACHERS = tuple(dict.fromkeys(t for env in ENVS for t in registry.registration(env).teachers))
 MIN_DISTILL_TEMP = 1e-6   # cost units; below it the teacher's softmax is a float32 argmax
-# Fields that runs saved before they existed lack, with the value those runs used.
-ADDED_LATER = {"env": "synthetic", "trace": "default", "nodes": "gpu", "workloads": 256,
-               "tune": 1.3, "teacher": "optimal", "distill_temp": 0.0, "distill_coef": 1.0,
-               "samples_per_state": 1, "all_actions": False}
-# Fields stored under "env" in config.json (the layout every saved run has).
-ENV_KEYS = {"env": "name", "num_nodes": "num_nodes", "queue_len": "queue_len",
-            "episode_len": "episode_len", "sample_weights": "sample_weights",
-            "weights": "weights", "trace": "trace", "nodes": "nodes",
-            "workloads": "workloads", "tune": "tune"}
+# Fields that runs saved before they existed lack, with the value those runs used (the
+# environments' own flags: their registrations' `defaults`).
+ADDED_LATER = {"env": "synthetic", "teacher": "optimal", "distill_temp": 0.0,
+               "distill_coef": 1.0, "samples_per_state": 1, "all_actions": False}
+for _env in ENVS:
+    ADDED_LATER.update(registry.registration(_env).defaults)
+# Fields stored under "env" in config.json (the layout every saved run has): the name and
+# every registered environment's own flags.
+ENV_KEYS = {"env": "name", **{k: k for env in ENVS for k in registry.registration(env).config_keys}}
 
 
 def flag(default, help: str, *, low=None, high=None, group: str = "training",
@@ -51,9 +51,7 @@ def _flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def invalid(name: str, value, allowed: str) -> ValueError:
-    """The one error of a bad flag: names it, its value and what is allowed."""
-    return ValueError(f"{_flag_name(name)}={value!r} is invalid: allowed {allowed}")
+invalid = registry.flag_error   # the one error of a bad flag: names it, its value, what is allowed
 
 
 @dataclass(frozen=True)
@@ -81,8 +79,9 @@ class TrainConfig:
                                  "imitation): its seed-0 network, which every --seeds model "
                                  "starts from", metavar="DIR")
     # environment
-    env: str = flag("synthetic", "the environment: vte's synthetic clusters, or the OpenB "
-                    "trace replay (vte.openb.env)", group="environment", choices=ENVS)
+    env: str = flag("synthetic", "the environment (vte.registered()): " + "; ".join(
+                    f"{e}: {registry.registration(e).summary}" for e in ENVS),
+                    group="environment", choices=ENVS)
     num_nodes: int = flag(64, "nodes per cluster (openb: nodes of each training sub-cluster)",
                           low=1, group="environment")
     queue_len: int = flag(8, "queue slots (synthetic)", low=1, group="environment")
@@ -131,38 +130,12 @@ class TrainConfig:
             raise invalid("num_minibatches", self.num_minibatches,
                            f"a divisor of num_envs * num_steps = {self.num_envs} * "
                            f"{self.num_steps} = {batch}")
-        teacher = getattr(self, "teacher", None)
-        if self.env == "openb" and teacher == "optimal":
-            raise invalid("teacher", teacher, "one of " + ", ".join(TEACHERS) + " with --env "
-                           "openb (the trace has no known optimum)")
-        if self.env == "synthetic" and teacher not in (None, "optimal"):
-            raise invalid("teacher", teacher, "optimal with --env synthetic (the six "
-                           "published policies are OpenB's)")
-        if self.env == "openb":
-            self._check_trace()
-        if self.env == "synthetic":
-            from train.envs import synthetic_params
-            try:
-                synthetic_params(self, train=True)
-            except ValueError as err:   # EnvParams names the field and what is allowed
-                raise ValueError(f"environment flags: {err}") from None
+        self.registration.check_config(self)
 
-    def _check_trace(self) -> None:
-        """The pod file loads, and the sub-clusters fit in the trace's nodes."""
-        from vte.openb.trace import TraceError, load_nodes, load_pods
-        try:
-            nodes = load_nodes(self.nodes)
-        except (TraceError, OSError, ValueError) as err:
-            raise invalid("nodes", self.nodes, f"gpu, all or the path of a node file of the "
-                           f"OpenB format ({err})") from None
-        try:
-            load_pods(self.trace, nodes)
-        except (TraceError, OSError, ValueError) as err:
-            raise invalid("trace", self.trace, f"{', '.join(OPENB_TRACES)} or the path of a "
-                           f"pod file of the OpenB format ({err})") from None
-        if self.num_nodes > len(nodes):
-            raise invalid("num_nodes", self.num_nodes, f"1..{len(nodes)}, the node file's "
-                           "nodes, with --env openb")
+    @property
+    def registration(self) -> registry.Registration:
+        """The registration of the environment the run trains on (`--env`)."""
+        return registry.registration(self.env)
 
     def _check_field(self, f: dataclasses.Field) -> None:
         v, meta = getattr(self, f.name), f.metadata
@@ -329,26 +302,32 @@ class PPOConfig(TrainConfig):
 
     def __post_init__(self):
         super().__post_init__()
+        scorable = self.registration.reward_fn is not None
         if self.all_actions is None:   # on wherever every action can be scored
             object.__setattr__(self, "all_actions", self.gamma == 0
-                               and self.samples_per_state == 1 and self.env == "synthetic")
+                               and self.samples_per_state == 1 and scorable)
         if self.all_actions and self.samples_per_state > 1:
             raise invalid("samples_per_state", self.samples_per_state,
                           "1 with --all-actions (every action is already scored)")
         if self.all_actions and self.gamma != 0:
             raise invalid("gamma", self.gamma, "0 with --all-actions (actions are scored "
                           "by their immediate reward, their whole return only at --gamma 0)")
-        if self.all_actions and self.env != "synthetic":
-            raise invalid("env", self.env, "'synthetic' with --all-actions (its reward "
-                          "needs a step on the OpenB replay)")
+        if self.all_actions and not scorable:
+            raise invalid("env", self.env, f"one of {_scorable()} with --all-actions (the "
+                          f"reward of {self.env} needs a step)")
         if self.samples_per_state > 1 and self.gamma != 0:
             raise invalid("samples_per_state", self.samples_per_state,
                           f"1 with --gamma {self.gamma} (the extra actions are scored by "
                           "their immediate reward, which is their whole return only at "
                           "--gamma 0)")
-        if self.samples_per_state > 1 and self.env != "synthetic":
+        if self.samples_per_state > 1 and not scorable:
             raise invalid("samples_per_state", self.samples_per_state,
                           f"1 with --env {self.env} (its reward needs a step)")
+
+
+def _scorable() -> str:
+    """The environments whose reward can be scored without a step."""
+    return ", ".join(e for e in ENVS if registry.registration(e).reward_fn is not None)
 
 
 @dataclass(frozen=True)
@@ -360,9 +339,13 @@ class ImitateConfig(TrainConfig):
     total_timesteps: int = flag(8_000_000, TrainConfig.__dataclass_fields__[
         "total_timesteps"].metadata["help"], low=1)
     vf_coef: float = flag(0.5, "value loss weight", low=0.0, high=1e3, group="algorithm")
-    teacher: str = flag("optimal", "the labels: vte's known optimum (synthetic), or one of "
-                        "the six published policies (openb)", group="algorithm",
-                        choices=("optimal",) + TEACHERS)
+    teacher: str | None = flag(None, "the labels: a reference policy of the environment ("
+                               + "; ".join(f"{e}: {', '.join(registry.registration(e).teachers)}"
+                                           for e in ENVS)
+                               + "); default: the environment's own (" + "; ".join(
+                                   f"{e}: {registry.registration(e).default_teacher}"
+                                   for e in ENVS) + ")",
+                               group="algorithm", choices=TEACHERS)
     distill_temp: float = flag(0.02, "temperature of the distilled cost ranking: the loss "
                                "adds the cross-entropy to softmax(-cost / T) over the "
                                "feasible actions, so every node's cost teaches, not only the "
@@ -372,6 +355,9 @@ class ImitateConfig(TrainConfig):
                                low=0.0, high=1e3, group="algorithm")
 
     def __post_init__(self):
+        if self.teacher is None:
+            object.__setattr__(self, "teacher", self.registration.default_teacher
+                               if self.env in ENVS else None)
         super().__post_init__()
         if 0.0 < self.distill_temp < MIN_DISTILL_TEMP:
             raise invalid("distill_temp", self.distill_temp,

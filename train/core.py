@@ -49,10 +49,10 @@ class Transition(NamedTuple):
     truncated: jax.Array     # (num_envs,) bool, the episode was cut after this step
     final_value: jax.Array   # (num_envs,) float32, critic of the episode's last observation
                              # (`info["final_observation"]`; 0 unless `bootstrap`)
-    label: jax.Array         # (num_envs,) int32, the teacher's action in obs (the optimum on
-                             # synthetic clusters); -1 when the environment has no teacher
+    label: jax.Array         # (num_envs,) int32, the teacher's action in obs (`env.teacher`);
+                             # -1 when the run has no teacher
     label_cost: Any = None   # (num_envs, A) float32, the cost of every action in obs
-                             # (`info["action_costs"]`, synthetic clusters), or None
+                             # (`env.action_costs`), or None where the environment has none
     group_action: Any = None     # (num_envs, K) int32: `action` and K - 1 more actions
                                  # sampled in obs (`samples_per_state`), or None
     group_log_prob: Any = None   # (num_envs, K) float32, their behaviour log-probabilities
@@ -119,14 +119,20 @@ def collect(env: TrainEnv, net, runner: Runner, config: TrainConfig,
                      "group_reward": jax.vmap(jax.vmap(env.reward, (None, 0)), (0, None))(
                          env_state, every)}
         keys = jax.random.split(k_env, config.num_envs)
+        # THE TEACHER'S LABEL and every action's cost, in the state the action is taken in
+        label = (jax.vmap(env.teacher)(keys, env_state) if env.teacher is not None
+                 else None)
+        costs = (jax.vmap(env.action_costs)(env_state) if env.action_costs is not None
+                 else None)
         next_obs, env_state, reward, term, trunc, info = jax.vmap(env.step)(
             keys, env_state, action)
         final_value = (net.apply(runner.params, info["final_observation"])[1] if bootstrap
                        else jnp.zeros_like(value))
-        label = info.get("optimal_action", jnp.full_like(action, -1))
-        t = Transition(obs, action, log_prob, value, reward, term, trunc, final_value, label,
-                       info.get("action_costs"), **group)
-        stats = {**env.stats(logits, info, term | trunc), "reward": reward.mean()}
+        t = Transition(obs, action, log_prob, value, reward, term, trunc, final_value,
+                       label if label is not None else jnp.full_like(action, -1), costs,
+                       **group)
+        stats = {**env.stats(logits, action, label, info, term | trunc),
+                 "reward": reward.mean()}
         return (env_state, next_obs, rng), (t, stats)
 
     return jax.lax.scan(env_step, (runner.env_state, runner.obs, runner.rng), None,

@@ -1,128 +1,96 @@
-"""The environments a trainer can learn on, behind one small interface (`TrainEnv`).
+"""A registered environment as the trainers see it (`TrainEnv`), built from the registry.
 
-    env = make_env(config)                       # --env synthetic | openb
+    env = make_env(config)                       # --env names a `vte.registry` registration
     obs, state = env.reset(key)                  # one environment; the trainer vmaps
+    label = env.teacher(key, state)              # the teacher's action, or env.teacher None
     obs, state, reward, terminated, truncated, info = env.step(key, state, action)
+    scalars = env.stats(logits, action, label, info, done)     # batched over environments
 
-`info["optimal_action"]` is the label imitation learns (vte's known optimum on synthetic
-clusters, the chosen published policy's action on the OpenB trace); on synthetic clusters
-`info["action_costs"]` holds the cost of every action (+inf where infeasible), which
-imitation distils. `env.stats` gives the scalars each rollout step logs, `env.network` the
-policy network for the environment's observation, and `env.evaluate(config, params, out)`
-writes `eval.json`.
+Nothing here knows an environment by name: the registration gives the environment and its
+training params (`run_params`, the trace of an OpenB run loaded once), the network, the
+reward trainers optimise (`train_reward`, e.g. OpenB's % of the GPUs), the reference
+policies a teacher is chosen from, the per-step metrics (reduced to scalars inside the
+rollout's scan) and the evaluation of a finished run.
+
+The teacher is explicit, `(key, state) -> action`, owned by the trainer: imitation's
+`--teacher` (the environment's default teacher without one); for PPO the environment's
+known optimum when it has one (`Registration.optimum`, only monitored as `greedy_match`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from typing import Any, Callable
 
-import jax
 import jax.numpy as jnp
 
-import vte
-from vte import checkpoint as ckpt
-from vte.files import atomic_write_text
+from vte.registry import Registration, registration
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainEnv:
-    """An environment as the trainers see it (each function for one environment)."""
+    """One registered environment with a run's params, for the trainers (one environment
+    per call; the trainers vmap)."""
 
-    reset: Callable            # (key) -> (obs, state)
-    step: Callable             # (key, state, action) -> (obs, state, reward, term, trunc, info)
-    stats: Callable            # (logits, info, done) -> {name: scalar}, batched over envs;
-                               # NAME_sum over ended episodes, with "episodes" their count
+    registration: Registration
+    env: Any                   # a `vte.environment.Environment`
+    params: Any                # its training params
     network: Any               # flax module: obs -> (masked logits (..., A), value (...))
-    evaluate: Callable         # (config, params stacked over seeds, out) -> results dict
-    curves: tuple              # four (metric, title, short name) of the learning curve
-    reward: Callable | None = None   # (state, action) -> the reward step would give, without
-                                     # stepping (PPO's --samples-per-state); None if unknown
+    teacher: Callable | None   # (key, state) -> () int32 action, the label; None: no label
+    curves: tuple              # (metric, title, short name) of the learning curve, any number
 
+    def reset(self, key):
+        return self.env.reset(key, self.params)
 
-# --------------------------------------------------------------------------
-# vte's synthetic clusters
-# --------------------------------------------------------------------------
+    def step(self, key, state, action):
+        """`env.step`, with the reward the trainer optimises (`train_reward`)."""
+        obs, new, reward, terminated, truncated, info = self.env.step(key, state, action,
+                                                                       self.params)
+        if self.registration.train_reward is not None:
+            reward = self.registration.train_reward(state, reward, self.params)
+        return obs, new, reward, terminated, truncated, info
 
-def synthetic_params(config, train: bool) -> vte.EnvParams:
-    """The environment the policy trains on (`train`), or its held-out evaluation: the same
-    cluster sizes with the fixed objective weights."""
-    return vte.EnvParams(num_nodes=config.num_nodes, queue_len=config.queue_len,
-                         episode_len=config.episode_len,
-                         sample_weights=config.sample_weights and train,
-                         weights=tuple(config.weights))
+    @property
+    def reward(self) -> Callable | None:
+        """(state, action) -> the reward `step` would give, without stepping; None when the
+        environment cannot score an action without a step."""
+        fn = self.registration.reward_fn
+        return None if fn is None else (lambda state, action: fn(state, action, self.params))
 
+    @property
+    def action_costs(self) -> Callable | None:
+        """(state) -> (A,) cost of every action (+inf where invalid), or None."""
+        fn = self.registration.action_costs
+        return None if fn is None else (lambda state: fn(state, self.params))
 
-def _synthetic_stats(logits: jax.Array, info: dict, done: jax.Array) -> dict:
-    """Behaviour regret and match, the greedy action's match (on states the network has
-    not trained on yet), invalid actions, and the returns of ended episodes."""
-    return {
-        "regret": info["regret"].mean(),
-        "match_rate": info["matched_optimal"].mean(),
-        "greedy_match": (jnp.argmax(logits, -1) == info["optimal_action"]).mean(),
-        "invalid_rate": info["invalid_action"].mean(),
-        "return_sum": jnp.sum(jnp.where(done, -info["counters"].regret, 0.0)),
-        "episodes": jnp.sum(done),
-    }
-
-
-EVAL_EPISODES = 64      # held-out episodes when --eval-episodes is not given
-
-
-def _synthetic_evaluate(config, params, out: str) -> dict:
-    """Each seed's greedy policy against every heuristic and the optimum on held-out
-    scenarios (`vte.evaluate`); writes `eval.json` and prints `vte.evaluate.table`."""
-    from vte import heuristics
-    from vte.evaluate import evaluate, table
-
-    net = ckpt.network_from_config(config.to_dict())
-    policies = {}
-    for s in range(config.seeds):
-        variables = {"params": jax.tree_util.tree_map(lambda x: x[s], params["params"])}
-        policies["policy" if s == 0 else f"policy_seed{s}"] = vte.make_policy(net, variables)
-    policies.update(heuristics.ALL)
-    policies["optimal"] = "optimal"
-    key = jax.random.fold_in(jax.random.PRNGKey(config.seed), 0x5EED_E7A1)
-    episodes = config.eval_episodes if config.eval_episodes is not None else EVAL_EPISODES
-    results = evaluate(policies, synthetic_params(config, train=False), key, episodes)
-    atomic_write_text(os.path.join(out, "eval.json"), json.dumps(results, indent=2))
-    print(table(results))
-    return results
-
-
-SYNTHETIC_CURVES = (("greedy_match", "optimal-match rate (greedy, fresh rollout)", "match"),
-                    ("regret", "mean regret per decision (behaviour)", "regret"),
-                    ("return", "episode return", "return"),
-                    ("loss", "loss", "loss"))
-
-
-def _synthetic(config) -> TrainEnv:
-    params = synthetic_params(config, train=True)
-
-    def step(key, state, action):
-        out = vte.step(key, state, action, params)
-        # The cost of every action in the state the decision was taken in (infeasible
-        # ones: +inf), which imitation's distillation loss reads (`--distill-temp`).
-        sc = state.scores
-        out[-1]["action_costs"] = jnp.where(sc.feasible, sc.cost, jnp.inf)
+    def stats(self, logits, action, label, info: dict, done) -> dict:
+        """The scalars each rollout step logs (batched over environments): the
+        environment's metrics, and with a teacher how often the behaviour and the greedy
+        action take its action."""
+        out = dict(self.registration.metrics(info, done))
+        if label is not None:
+            out["match_rate"] = (action == label).mean()
+            out["greedy_match"] = (jnp.argmax(logits, -1) == label).mean()
         return out
 
-    return TrainEnv(reset=lambda key: vte.reset(key, params), step=step,
-                    reward=lambda state, action: vte.reward(state, action, params),
-                    stats=_synthetic_stats,
-                    network=ckpt.network_from_config(config.to_dict()),
-                    evaluate=_synthetic_evaluate, curves=SYNTHETIC_CURVES)
+    def evaluate(self, config, params, out: str) -> dict:
+        """The registration's evaluation of the trained seeds; writes out/eval.json."""
+        return self.registration.evaluate(config, params, out)
 
 
-# --------------------------------------------------------------------------
-# Choosing one
-# --------------------------------------------------------------------------
+TEACHER_CURVE = ("greedy_match", "greedy action = the teacher's", "match")
+LOSS_CURVE = ("loss", "loss", "loss")
+
 
 def make_env(config) -> TrainEnv:
-    """The training environment `config.env` names."""
-    if config.env == "openb":
-        from train.openb import make_openb_env
-        return make_openb_env(config)
-    return _synthetic(config)
+    """The training environment `config.env` names, with the run's teacher."""
+    reg = registration(config.env)
+    env, params = reg.run_params(config, True)
+    name = getattr(config, "teacher", None) or reg.optimum
+    teacher = None
+    if name is not None:
+        act = reg.policies()[name]
+        teacher = lambda key, state: act(key, state, params)   # noqa: E731
+    curves = ((TEACHER_CURVE,) if teacher is not None else ()) + tuple(reg.curves) + (LOSS_CURVE,)
+    return TrainEnv(registration=reg, env=env, params=params,
+                    network=reg.network(config.hidden), teacher=teacher, curves=curves)

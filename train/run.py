@@ -48,6 +48,7 @@ from train.config import TrainConfig, invalid
 from train.core import Runner, over_seeds, seed_keys
 from train.envs import make_env
 from vte import checkpoint as ckpt
+from vte import registry
 from vte import distributed as dist
 from vte.files import atomic_write, atomic_write_text
 
@@ -228,17 +229,14 @@ def _parse_config(parser, args, config_cls: type[TrainConfig], argv: list[str] =
         if source["hidden"] != config.hidden:
             parser.error(f"--init-from {config.init_from!r} holds a network of --hidden "
                          f"{source['hidden']}, this run asks for --hidden {config.hidden}")
-        theirs = source.get("env", {}).get("name", "synthetic")
+        theirs = registry.of_run(source).flag
         if theirs != config.env:
             parser.error(f"--init-from {config.init_from!r} trained on --env {theirs}, this "
                          f"run asks for --env {config.env}")
-        if config.env == "openb":
-            their_nodes = source.get("env", {}).get("nodes", "gpu")
-            if _gpu_models(their_nodes) != _gpu_models(config.nodes):
-                parser.error(f"--init-from {config.init_from!r} trained on --nodes "
-                             f"{their_nodes} ({_gpu_models(their_nodes)} GPU models), this run "
-                             f"asks for --nodes {config.nodes} ({_gpu_models(config.nodes)}): "
-                             "the network's input width differs")
+        check = config.registration.init_check
+        problem = check(source, config) if check is not None else None
+        if problem is not None:
+            parser.error(f"--init-from {config.init_from!r} {problem}")
         if not ckpt.checkpoint_steps(config.init_from):
             parser.error(f"--init-from {config.init_from!r} holds no checkpoint to start from")
     # Process 0 alone judges --out: the others would race with its first writes there.
@@ -248,12 +246,6 @@ def _parse_config(parser, args, config_cls: type[TrainConfig], argv: list[str] =
         except ValueError as err:
             parser.error(str(err))
     return config, args.out, False
-
-
-def _gpu_models(node_file: str) -> int:
-    """GPU models of an OpenB node file (the width of the network's model one-hot)."""
-    from vte.openb.trace import load_nodes
-    return max(len(load_nodes(node_file).models), 1)
 
 
 # --------------------------------------------------------------------------
@@ -542,13 +534,17 @@ def _postfix(rows: list[dict], sps: float, curves: tuple) -> dict:
 
 def plot_learning_curve(rows: list[dict], path: str, config: TrainConfig,
                         curves: tuple) -> None:
-    """Four panels of `curves` ((metric, title, short name)) against env steps, one line
-    per seed."""
+    """One panel per entry of `curves` ((metric, title, short name)), any number, two per
+    row, against env steps; one line per seed."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    rows_of_panels = max(1, math.ceil(len(curves) / 2))
+    fig, axes = plt.subplots(rows_of_panels, 2, figsize=(10, 3.5 * rows_of_panels),
+                             squeeze=False)
+    for ax in axes.ravel()[len(curves):]:
+        ax.axis("off")
     for ax, (key, title, _) in zip(axes.ravel(), curves):
         for s in range(config.seeds):
             pts = [(r["step"], r[key]) for r in rows if r["seed"] == s and r.get(key) is not None]

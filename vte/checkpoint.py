@@ -27,7 +27,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from vte.files import atomic_write_text
-from vte.network import SchedulerNet, make_policy
+from vte import registry
 
 CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoints"
@@ -156,18 +156,10 @@ def checkpoint_steps(run_dir: str) -> list[int]:
     return sorted(int(name) for name in os.listdir(path) if name.isdigit())
 
 
-def is_openb(config: dict) -> bool:
-    """Whether a run trained on the OpenB trace replay (`--env openb`)."""
-    return config.get("env", {}).get("name", "synthetic") == "openb"
-
-
 def network_from_config(config: dict):
-    """The network a run trained, built from its configuration: `vte.SchedulerNet` on
-    synthetic clusters, `vte.openb.network.OpenBNet` on the OpenB trace."""
-    if is_openb(config):
-        from vte.openb.network import OpenBNet
-        return OpenBNet(hidden=config["hidden"])
-    return SchedulerNet(hidden=config["hidden"], head_hidden=config["hidden"])
+    """The network a run trained, built from its configuration by its environment's
+    registration (`vte.registry`)."""
+    return registry.of_run(config).network(config["hidden"])
 
 
 def load_variables(run_dir: str, seed: int = 0, step: int | None = None) -> dict[str, Any]:
@@ -194,7 +186,9 @@ def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | No
                 ) -> Callable:
     """A trained policy `(key, obs, params) -> action` from a run directory.
 
-    A run on the OpenB trace (`--env openb`) gives a policy of the replay instead,
+    The policy is the one the run's environment registration loads
+    (`Registration.load_policy`): on synthetic clusters the function above; a run on the
+    OpenB trace (`--env openb`) gives a policy of the replay instead,
     `(key, state, pod, feasible, spec) -> (scores, shared_gpu)` (`vte.openb.policies`), which
     `vte.openb.experiment.run_grid` and `python -m vte.openb --policies RUN_DIR` take: its
     scores are the network's logits (the replay keeps the best feasible node, so `greedy`
@@ -213,10 +207,7 @@ def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | No
     """
     config = load_config(run_dir)
     variables = load_variables(run_dir, seed, step)
-    if is_openb(config):
-        from vte.openb.network import as_policy, models_of
-        return as_policy(network_from_config(config), variables, models_of(variables))
-    return make_policy(network_from_config(config), variables, greedy)
+    return registry.of_run(config).load_policy(config, variables, greedy)
 
 
 __all__ = ["load_policy", "load_variables", "load_config", "save_config",

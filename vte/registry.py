@@ -54,6 +54,11 @@ class Registration:
     evaluate: Callable                   # (config, stacked network variables, out dir) ->
                                          # results dict; writes out/eval.json
     load_policy: Callable                # (run config dict, variables, greedy) -> policy
+    as_action: Callable                  # a loaded policy -> (key, state, params) -> action
+    run_make: Callable                   # run config dict -> the `make` keywords of the
+                                         # environment it evaluates on
+    optimum: str | None = None           # the reference policy that is the known optimum
+                                         # (PPO monitors its match), None: none known
     train_reward: Callable | None = None   # (state before, reward, params) -> the reward
                                          # trainers optimise; None: the environment's own
     reward_fn: Callable | None = None    # (state, action, params) -> reward without
@@ -64,6 +69,11 @@ class Registration:
     render: Callable | None = None       # (state, params, action=None, reference=None)
                                          # -> matplotlib Figure
     decice: bool = False                 # `vte.serve` answers DECICE's API with it
+    init_check: Callable | None = None   # (source run config dict, config) -> None, or
+                                         # why --init-from that run cannot seed this one
+    small: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+                                         # `make` keywords of a small instance, which the
+                                         # contract test (tests/test_contract.py) runs
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
                                          # config.json values of runs saved before a flag
                                          # existed (see `train.config.ADDED_LATER`)

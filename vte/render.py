@@ -7,6 +7,7 @@
 
     python -m vte.render --policy kube_default --out episode.gif
     python -m vte.render --policy runs/ppo --out episode.gif    # a trained run directory
+    python -m vte.render --env openb --policy fgd --set subset=32 --out openb.gif
 
 One frame shows one cluster (an unbatched `EnvState`) as the ground truth has it:
   - nodes as tiles, grouped by site (one box per site) and by tier within a site, each
@@ -27,6 +28,7 @@ state always draws the same pixels. Only Agg is used (no window, no pyplot state
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 import os
 import sys
@@ -47,6 +49,7 @@ from vte import catalogue as C
 from vte import heuristics
 from vte.env import reset as vte_reset
 from vte.env import step as vte_step
+from vte import registry
 from vte.params import EnvParams, parse_assignments
 from vte.dynamics import measure
 from vte.types import EnvState
@@ -58,6 +61,8 @@ UTIL_CMAP = "RdYlGn_r"  # green idle ... red busy
 CHOSEN_COLOR = "tab:blue"
 OPTIMAL_COLOR = "tab:green"
 DOWN_COLOR = "0.75"
+DEFAULT_POLICY = "kube_default"     # the synthetic episode's policy when none is named
+SYNTHETIC = registry.registration("Cluster-v0")
 
 
 # --------------------------------------------------------------------------
@@ -355,16 +360,17 @@ def save_animation(frames: list[np.ndarray], path: str, fps: float = 2.0) -> Non
 
 
 def resolve_policy(spec: str, run_seed: int = 0) -> tuple[Policy, dict | None]:
-    """A policy from a heuristic name (`vte.heuristics.ALL`) or a training run directory
-    (`vte.load_policy`); for a run, also its configuration."""
+    """A policy of the synthetic cluster from a heuristic name (`vte.heuristics.ALL`) or a
+    training run directory (`vte.load_policy`); for a run, also its configuration."""
     if spec in heuristics.ALL:
         return heuristics.ALL[spec], None
     if os.path.isdir(spec):
-        from vte.checkpoint import is_openb, load_config, load_policy
+        from vte.checkpoint import load_config, load_policy
         config = load_config(spec)
-        if is_openb(config):
-            raise ValueError(f"--policy {spec!r} trained on the OpenB trace replay; this draws "
-                             "vte's clusters (train without --env openb)")
+        if registry.of_run(config).render is not SYNTHETIC.render:
+            raise ValueError(f"--policy {spec!r} trained on {registry.of_run(config).id}; "
+                             "this draws vte's clusters (python -m vte.render --env "
+                             f"{registry.of_run(config).flag} draws it)")
         return load_policy(spec, seed=run_seed), config
     raise ValueError(f"--policy {spec!r} is invalid: allowed one of {sorted(heuristics.ALL)} "
                      f"or a training run directory (the --out of train/ppo.py or "
@@ -373,18 +379,59 @@ def resolve_policy(spec: str, run_seed: int = 0) -> tuple[Policy, dict | None]:
 
 def run_params(config: dict) -> dict:
     """The EnvParams fields a training run's configuration records (its "env" section)."""
-    fields = EnvParams.__dataclass_fields__
-    return {k: tuple(v) if isinstance(v, list) else v
-            for k, v in config.get("env", {}).items() if k in fields}
+    return SYNTHETIC.run_make(config)
+
+
+def _literal(value: str):
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return value            # a bare word: a string (a trace name, a path)
+
+
+def env_episode_frames(name: str, act: Callable, key: jax.Array, steps: int,
+                       env=None, params=None, **make) -> list[np.ndarray]:
+    """`steps` frames of one episode of a registered environment (`vte.registry`) under
+    `act(key, state, params) -> action`: each the state before a decision, with the action
+    and the reference policy's (the known optimum, else the default teacher). The
+    environment is `env, params`, or `vte.make(name, **make)`. Deterministic for a key;
+    auto-resets as `env.step` does."""
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps={steps!r} is invalid: allowed an integer >= 1")
+    reg = registry.registration(name)
+    if reg.render is None:
+        raise ValueError(f"environment {reg.id} has no picture (its registration's render)")
+    if env is None:
+        env, params = reg.make(**make)
+    ref = reg.policies()[reg.optimum or reg.default_teacher]
+    choose = jax.jit(lambda k, st, p: (act(k, st, p), ref(k, st, p)))
+    step = jax.jit(env.step)
+    k_reset, key = jax.random.split(key)
+    _, state = jax.jit(env.reset)(k_reset, params)
+    frames = []
+    for _ in range(steps):
+        key, k_policy, k_step = jax.random.split(key, 3)
+        action, reference = choose(k_policy, state, params)
+        host = jax.device_get(state)
+        frames.append(to_rgb(reg.render(host, params, int(action), int(reference))))
+        _, state, *_ = step(k_step, state, jnp.asarray(action, jnp.int32), params)
+    return frames
 
 
 def main(argv: list[str] | None = None) -> str:
-    """`python -m vte.render`: an animated GIF of one episode under a policy."""
+    """`python -m vte.render`: an animated GIF of one episode under a policy, on any
+    registered environment (`--env`)."""
     parser = argparse.ArgumentParser(
         prog="python -m vte.render", description="Draw one episode under a policy as an "
-        "animated GIF: each frame the cluster before a decision, the action and the optimum.")
-    parser.add_argument("--policy", default="kube_default",
-                        help=f"one of {sorted(heuristics.ALL)} or a training run directory")
+        "animated GIF: each frame the cluster before a decision, the action and the "
+        "reference (the optimum, or the environment's default teacher).")
+    parser.add_argument("--env", default=None, choices=registry.flags() + registry.registered(),
+                        help="the environment (default: a run's own, else synthetic)")
+    parser.add_argument("--policy", default=None,
+                        help="a reference policy of the environment (synthetic: "
+                             f"{', '.join(sorted(heuristics.ALL))}, optimal; default "
+                             "kube_default; openb: the six published ones, default fgd) or a "
+                             "training run directory")
     parser.add_argument("--out", default="episode.gif", help="where to write the GIF")
     parser.add_argument("--steps", type=int, default=24, help="decisions to draw")
     parser.add_argument("--seed", type=int, default=0, help="seed of the scenario")
@@ -392,18 +439,49 @@ def main(argv: list[str] | None = None) -> str:
                         help="which of a run's --seeds models to load")
     parser.add_argument("--fps", type=float, default=2.0, help="frames per second")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="an EnvParams field, e.g. --set num_nodes=16 (repeatable; "
-                             "for a run directory, on top of the run's own environment)")
+                        help="a parameter of the environment's vte.make, e.g. --set "
+                             "num_nodes=16 (synthetic) or --set subset=32 --set "
+                             "pods=gpuspec10 (openb); repeatable; for a run directory, on "
+                             "top of the run's own environment")
     args = parser.parse_args(argv)
 
-    policy, config = resolve_policy(args.policy, args.run_seed)
-    fields = run_params(config) if config else {}
-    fields.update(parse_assignments(args.set))
-    params = EnvParams(**fields)
-    frames = episode_frames(policy, params, jax.random.PRNGKey(args.seed), args.steps)
+    config = None
+    if args.policy is not None and os.path.isdir(args.policy):
+        from vte.checkpoint import load_config, load_policy
+        config = load_config(args.policy)
+        reg = registry.of_run(config)
+        if args.env is not None and registry.registration(args.env) is not reg:
+            raise ValueError(f"--policy {args.policy!r} trained on --env {reg.flag}, not "
+                             f"--env {args.env}")
+        act = reg.as_action(load_policy(args.policy, seed=args.run_seed))
+        fields = reg.run_make(config)
+    else:
+        reg = registry.registration(args.env or SYNTHETIC.flag)
+        name = args.policy or (DEFAULT_POLICY if reg is SYNTHETIC else reg.default_teacher)
+        known = reg.policies()
+        if name not in known:
+            raise ValueError(f"--policy {name!r} is invalid: allowed one of {sorted(known)} "
+                             f"or a training run directory (the --out of train/ppo.py or "
+                             f"train/imitate.py)")
+        act, fields = known[name], {}
+    if reg is SYNTHETIC:
+        fields.update(parse_assignments(args.set))   # EnvParams' own checks and messages
+    else:
+        for item in args.set:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError(f"--set {item!r} is invalid: allowed NAME=VALUE")
+            fields[key] = _literal(value)
+    try:
+        env, params = reg.make(**fields)
+    except TypeError as err:    # an unknown keyword of the environment's make
+        raise ValueError(f"--set: {err}") from None
+    frames = env_episode_frames(reg.id, act, jax.random.PRNGKey(args.seed), args.steps,
+                                env=env, params=params)
     save_animation(frames, args.out, args.fps)
     print(f"wrote {args.out}: {len(frames)} frames of {FRAME_SHAPE[1]}x{FRAME_SHAPE[0]} px, "
-          f"policy {args.policy}, {params.num_nodes} nodes, seed {args.seed}")
+          f"{reg.id}, policy {args.policy or name}, {env.num_actions(params) - 1} nodes, "
+          f"seed {args.seed}")
     return args.out
 
 
@@ -418,7 +496,7 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["render", "frame", "to_rgb", "episode_frames", "save_animation",
+__all__ = ["render", "frame", "to_rgb", "episode_frames", "env_episode_frames", "save_animation",
            "resolve_policy", "run_params", "main", "FRAME_SHAPE", "FIGSIZE", "DPI"]
 
 

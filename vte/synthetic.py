@@ -119,6 +119,19 @@ def load_policy(config: dict, variables, greedy: bool = True):
     return make_policy(network(config["hidden"]), variables, greedy)
 
 
+def as_action(policy):
+    """A policy of observations `(key, obs, params) -> action` (a heuristic, a loaded run)
+    as one of states."""
+    return _on_state(policy)
+
+
+def run_make(config: dict) -> dict:
+    """The EnvParams fields a training run's configuration records (its "env" section)."""
+    fields = EnvParams.__dataclass_fields__
+    return {k: tuple(v) if isinstance(v, list) else v
+            for k, v in config.get("env", {}).items() if k in fields}
+
+
 def evaluate(config, params, out: str) -> dict:
     """Each trained seed's greedy policy against every heuristic and the optimum on
     held-out scenarios (`vte.evaluate`); writes `eval.json` and prints the table."""
@@ -152,4 +165,5 @@ REGISTRATION = Registration(
     make=make, config_keys=CONFIG_KEYS, check_config=check_config, run_params=run_params,
     network=network, policies=policies, teachers=TEACHERS, default_teacher="optimal",
     metrics=metrics, curves=CURVES, evaluate=evaluate, load_policy=load_policy,
-    reward_fn=_env.reward, action_costs=action_costs, render=render, decice=True)
+    as_action=as_action, run_make=run_make, optimum="optimal", reward_fn=_env.reward, action_costs=action_costs, render=render, decice=True,
+    small={"num_nodes": 4, "queue_len": 2, "episode_len": 5, "num_sites": 2})

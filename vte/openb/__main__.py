@@ -40,14 +40,16 @@ def _learned(run_dir: str, num_models: int):
     """The network a run directory trained, as a replay policy; ValueError when the run is
     not an OpenB one or was trained on a node file of other GPU models."""
     from vte import checkpoint as ckpt
+    from vte import registry
     from vte.openb.network import as_policy
+    from vte.openb.registration import REGISTRATION
     try:
         config = ckpt.load_config(run_dir)
     except FileNotFoundError as err:
         raise ValueError(str(err)) from None
-    if not ckpt.is_openb(config):
-        raise ValueError(f"--policies: {run_dir!r} trained on synthetic clusters, not on the "
-                         "OpenB trace (train with --env openb)")
+    if registry.of_run(config) is not REGISTRATION:
+        raise ValueError(f"--policies: {run_dir!r} trained on {registry.of_run(config).id}, "
+                         "not on the OpenB trace (train with --env openb)")
     try:
         return as_policy(ckpt.network_from_config(config), ckpt.load_variables(run_dir),
                          num_models)

@@ -137,12 +137,38 @@ def train_reward(state, reward, params):
     return reward * (100.0 * MILLI) / jnp.maximum(state.cluster.total_gpu_milli, 1)
 
 
+def init_check(source: dict, config) -> str | None:
+    """Why a run's network cannot seed this one: its node file has another number of GPU
+    models (the width of the network's model one-hot); None when it can."""
+    from vte.openb.trace import load_nodes
+    theirs = source.get("env", {}).get("nodes", "gpu")
+    a, b = (max(len(load_nodes(f).models), 1) for f in (theirs, config.nodes))
+    if a != b:
+        return (f"trained on --nodes {theirs} ({a} GPU models), this run asks for --nodes "
+                f"{config.nodes} ({b}): the network's input width differs")
+    return None
+
+
 def load_policy(config: dict, variables, greedy: bool = True):
     """A trained network as a policy of the replay, `(key, state, pod, feasible, spec) ->
     (scores, shared_gpu)` (`vte.openb.network.as_policy`); `greedy` does not apply (the
     replay keeps the best-scored feasible node)."""
     from vte.openb.network import as_policy, models_of
     return as_policy(network(config["hidden"]), variables, models_of(variables))
+
+
+def as_action(policy):
+    """A policy of the replay (a published one, a loaded run) as an action of the
+    environment, `(key, state, params) -> action` (`vte.openb.env.policy_action`)."""
+    return oenv.policy_action(policy)
+
+
+def run_make(config: dict) -> dict:
+    """The `make` keywords of a run's evaluation: its trace and node file, the published
+    seeds, on the full cluster."""
+    env = config.get("env", {})
+    return {"pods": env.get("trace", "default"), "nodes": env.get("nodes", "gpu"),
+            "tune": env.get("tune", 1.3), "seeds": (EVAL_SEED0,)}
 
 
 def evaluate(config, params, out: str) -> dict:
@@ -182,5 +208,6 @@ REGISTRATION = Registration(
     make=make, config_keys=CONFIG_KEYS, check_config=check_config, run_params=run_params,
     network=network, policies=policies, teachers=TEACHERS, default_teacher="fgd",
     metrics=metrics, curves=CURVES, evaluate=evaluate, load_policy=load_policy,
-    train_reward=train_reward, render=render, decice=False,
+    as_action=as_action, run_make=run_make, train_reward=train_reward, render=render, decice=False, init_check=init_check,
+    small={"subset": 4, "seeds": (1, 2)},
     defaults={"trace": "default", "nodes": "gpu", "workloads": 256, "tune": 1.3})

@@ -218,7 +218,7 @@ def make_placer(policy: str, weights: Sequence[float] | None = None, seed: int =
     (performance, energy, reliability) overrides the weights."""
     import os
 
-    from vte import checkpoint, heuristics
+    from vte import checkpoint, heuristics, registry
     allowed = f"{OPTIMAL!r}, one of {sorted(heuristics.ALL)} or a training run directory"
     kwargs = {}
     if policy == OPTIMAL:
@@ -227,9 +227,13 @@ def make_placer(policy: str, weights: Sequence[float] | None = None, seed: int =
         fn, name = heuristics.ALL[policy], policy
     elif os.path.isdir(policy):
         config = checkpoint.load_config(policy)
-        if checkpoint.is_openb(config):
-            raise ValueError(f"--policy {policy!r} trained on the OpenB trace replay; DECICE's "
-                             "API serves schedulers trained on vte's clusters (train without --env openb)")
+        reg = registry.of_run(config)
+        if not reg.decice:
+            raise ValueError(f"--policy {policy!r} trained on {reg.id} (--env {reg.flag}), which "
+                             "has no mapping to DECICE's API; it serves schedulers of "
+                             + ", ".join(f"{r.id} (--env {r.flag})" for r in
+                                         map(registry.registration, registry.registered())
+                                         if r.decice))
         env = config.get("env", {})
         kwargs = {k: env[k] for k in ("queue_len", "episode_len") if k in env}
         if "weights" in env:
