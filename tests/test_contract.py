@@ -176,3 +176,30 @@ def test_no_recompilation_from_step_to_step(name):
     obs, state = env.reset(jax.random.PRNGKey(7), params)
     for i in range(3):
         obs, state, *_ = step(jax.random.PRNGKey(i), state, random_valid(jax.random.PRNGKey(i), obs))
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_gymnasium_and_gymnax_adapters_serve_every_environment(name):
+    gym = pytest.importorskip("gymnasium")
+    pytest.importorskip("gymnax")
+    import vte.adapters.gymnasium  # noqa: F401  (registers "vte/" + every id)
+    from gymnasium.utils.env_checker import check_env
+    from vte.adapters.gymnax import ClusterEnv as GymnaxEnv
+
+    reg, env, _ = small(name)
+    single = gym.make("vte/" + name, **reg.small)
+    check_env(single.unwrapped, skip_render_check=True)
+    obs, info = single.reset(seed=0)
+    obs, reward, terminated, truncated, info = single.step(
+        single.action_space.sample(mask=info["action_mask"]))
+    assert single.observation_space.contains(obs) and np.isfinite(reward)
+    vec = gym.make_vec("vte/" + name, num_envs=2, **reg.small)
+    obs, info = vec.reset(seed=0)
+    obs, rewards, *_ = vec.step(np.argmax(info["action_mask"], -1))
+    assert rewards.shape == (2,) and vec.observation_space.contains(obs)
+
+    genv = GymnaxEnv(env_id=name, observation="flat", **reg.small)
+    obs, state = genv.reset(jax.random.PRNGKey(0))
+    assert obs.shape == genv.observation_space().shape and genv.name == "vte/" + name
+    obs, state, reward, *_ = genv.step(jax.random.PRNGKey(1), state, genv.num_actions - 1)
+    assert genv.observation_space().contains(obs)

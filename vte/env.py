@@ -354,6 +354,10 @@ class SyntheticEnv(Environment[EnvState, EnvParams]):
     def reward(self, state: EnvState, action, params: EnvParams) -> jax.Array:
         return reward(state, action, params)
 
+    def is_truncated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """() bool, the episode has taken `episode_len` decisions."""
+        return state.steps >= params.episode_len
+
 
 ENV = SyntheticEnv()
 

@@ -289,6 +289,14 @@ class Environment(Generic[TState, TParams]):
         """Raise ValueError before any work when `params` (and `state`, if given) do not
         fit this environment (shapes are static: runs while tracing)."""
 
+    def is_terminated(self, state: TState, params: TParams) -> jax.Array:
+        """() bool, the episode reached a terminal state (default: never)."""
+        return jnp.zeros((), bool)
+
+    def is_truncated(self, state: TState, params: TParams) -> jax.Array:
+        """() bool, the episode was cut by a step limit (default: never)."""
+        return jnp.zeros((), bool)
+
     # ------------------------------------------------------------ shared
 
     def action_mask(self, state: TState, params: TParams) -> jax.Array:

@@ -47,15 +47,12 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 from gymnasium.vector.vector_env import AutoresetMode
 
-from vte.adapters.specs import observation_specs
-from vte.env import reset_key
-from vte.env import reset as vte_reset
-from vte.env import step as vte_step
-from vte.env import step_env as vte_step_env
-from vte.params import EnvParams, num_actions
-from vte.types import EnvState, Observation
+import vte
+from vte.environment import reset_key
+from vte.params import EnvParams
 
 ENV_ID = "vte/Cluster-v0"
+NAMESPACE = "vte/"       # Gymnasium ids: "vte/" + every registered vte id
 RENDER_MODES = ("rgb_array",)
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 _MAX_SEED = 2**31 - 1   # each of the two draws a key is folded from
@@ -66,26 +63,28 @@ _MAX_SEED = 2**31 - 1   # each of the two draws a key is folded from
 # --------------------------------------------------------------------------
 
 def make_params(params: EnvParams | None = None, **fields) -> EnvParams:
-    """The `EnvParams` of an environment: `params`, or `EnvParams(**fields)` (what
+    """The `EnvParams` of a synthetic cluster: `params`, or `EnvParams(**fields)` (what
     `gym.make("vte/Cluster-v0", num_nodes=16)` passes), not both."""
-    if params is not None and fields:
-        raise ValueError(f"pass params or EnvParams fields, not both: got params and "
-                         f"{sorted(fields)}")
+    return vte.registration("Cluster-v0").make(params=params, **fields)[1]
+
+
+def _make(env_id: str, params, fields):
+    """(registration, env, params) of a registered vte environment (id with or without
+    the "vte/" namespace); `params` or the keywords of its `make`, not both."""
+    reg = vte.registration(env_id[len(NAMESPACE):] if env_id.startswith(NAMESPACE) else env_id)
     if params is not None:
-        if not isinstance(params, EnvParams):
-            raise ValueError(f"params={params!r} is invalid: allowed a vte.EnvParams or None")
-        return params
-    allowed = EnvParams.__dataclass_fields__
-    unknown = sorted(set(fields) - set(allowed))
-    if unknown:
-        raise ValueError(f"{unknown} are not EnvParams fields: allowed {sorted(allowed)}")
-    return EnvParams(**fields)
+        env, params = reg.make(params=params, **fields)
+    else:
+        env, params = reg.make(**fields)
+    return reg, env, params
 
 
-def observation_space(params: EnvParams) -> spaces.Dict:
-    """The observation space of one cluster (shapes, dtypes, bounds: `vte.adapters.specs`)."""
+def observation_space(params, env=None) -> spaces.Dict:
+    """The observation space of one environment (shapes, dtypes, bounds: its
+    `observation_specs`); `env` defaults to the synthetic cluster."""
+    env = vte.env.ENV if env is None else env
     return spaces.Dict({name: spaces.Box(s.low, s.high, s.shape, s.dtype)
-                        for name, s in observation_specs(params).items()})
+                        for name, s in env.observation_specs(params).items()})
 
 
 def _key_from(rng: np.random.Generator) -> jax.Array:
@@ -94,8 +93,8 @@ def _key_from(rng: np.random.Generator) -> jax.Array:
     return jax.random.fold_in(jax.random.PRNGKey(int(a)), int(b))
 
 
-def _numpy_obs(obs: Observation) -> dict[str, np.ndarray]:
-    return {name: np.array(getattr(obs, name)) for name in Observation.keys(obs)}
+def _numpy_obs(obs) -> dict[str, np.ndarray]:
+    return {name: np.array(getattr(obs, name)) for name in obs.__dataclass_fields__}
 
 
 def _numpy_info(info: dict) -> dict[str, Any]:
@@ -103,7 +102,7 @@ def _numpy_info(info: dict) -> dict[str, Any]:
     for name, value in info.items():
         if name == "final_observation":
             continue
-        if name == "counters":
+        if hasattr(value, "__dataclass_fields__"):      # e.g. the synthetic `counters`
             value = {f: np.array(getattr(value, f)) for f in value.__dataclass_fields__}
         else:
             value = np.array(value)
@@ -117,20 +116,23 @@ def _check_render_mode(render_mode):
                          f"{RENDER_MODES}")
 
 
-def _frame(state: EnvState, params: EnvParams, last: dict | None) -> np.ndarray:
-    """(H, W, 3) uint8 picture of one cluster (`vte.render`), with the last decision."""
-    from vte import render as vte_render
+def _frame(reg, state, params, last: dict | None) -> np.ndarray:
+    """(H, W, 3) uint8 picture of one environment's state (its registration's `render`),
+    with the reference policy's action (the optimum where known) and the last decision."""
+    from vte.render import to_rgb
+    if reg.render is None:
+        raise RuntimeError(f"{reg.id} has no picture (its registration's render)")
     caption = None
     if last is not None:
-        caption = (f"last decision: action {int(last['action'])}, optimal "
-                   f"{int(last['optimal_action'])}, regret {float(last['regret']):.3f}")
-    return vte_render.frame(state, params, optimal=int(state.scores.optimum),
-                            caption=caption)
+        caption = f"last decision: action {int(last['action'])}, reward {last['reward']:.3f}"
+    ref = reg.policies()[reg.optimum or reg.default_teacher]
+    reference = int(ref(jax.random.PRNGKey(0), state, params))
+    return to_rgb(reg.render(state, params, reference=reference, caption=caption))
 
 
-# Compiled once per parameter shapes, shared by every environment.
-_reset = jax.jit(vte_reset)
-_step_env = jax.jit(vte_step_env)
+# Compiled once per environment and parameter shapes, shared by every gym environment.
+_reset = jax.jit(lambda env, key, params: env.reset(key, params), static_argnums=0)
+_step_env = jax.jit(lambda env, *args: env.step_env(*args), static_argnums=0)
 
 
 def _split(key):
@@ -157,14 +159,14 @@ class ClusterEnv(gym.Env):
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
-    def __init__(self, params: EnvParams | None = None, render_mode: str | None = None,
+    def __init__(self, params=None, render_mode: str | None = None, env_id: str = ENV_ID,
                  **fields):
-        self.params = make_params(params, **fields)
+        self.registration, self.env, self.params = _make(env_id, params, fields)
         _check_render_mode(render_mode)
         self.render_mode = render_mode
-        self.observation_space = observation_space(self.params)
-        self.action_space = spaces.Discrete(num_actions(self.params))
-        self._state: EnvState | None = None
+        self.observation_space = observation_space(self.params, self.env)
+        self.action_space = spaces.Discrete(self.env.num_actions(self.params))
+        self._state = None
         self._key: jax.Array | None = None
         self._last: dict | None = None
 
@@ -172,7 +174,7 @@ class ClusterEnv(gym.Env):
         """A fresh scenario: (obs, info with `action_mask`). `options` is not used."""
         super().reset(seed=seed)
         self._key, k_reset = jax.random.split(_key_from(self.np_random))
-        obs, self._state = _reset(k_reset, self.params)
+        obs, self._state = _reset(self.env, k_reset, self.params)
         self._last = None
         obs = _numpy_obs(obs)
         return obs, {"action_mask": obs["action_mask"].astype(np.int8)}
@@ -183,10 +185,10 @@ class ClusterEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         self._key, k_step = jax.random.split(self._key)
         obs, self._state, reward, terminated, truncated, info = _step_env(
-            k_step, self._state, _action(action), self.params)
+            self.env, k_step, self._state, _action(action), self.params)
         obs, info = _numpy_obs(obs), _numpy_info(info)
         info["action_mask"] = obs["action_mask"].astype(np.int8)
-        self._last = {"action": action, **info}
+        self._last = {"action": action, "reward": float(reward), **info}
         return obs, float(reward), bool(terminated), bool(truncated), info
 
     def render(self):
@@ -198,11 +200,11 @@ class ClusterEnv(gym.Env):
             return None
         if self._state is None:
             raise RuntimeError("call reset() before render()")
-        return _frame(self._state, self.params, self._last)
+        return _frame(self.registration, self._state, self.params, self._last)
 
     @property
-    def state(self) -> EnvState | None:
-        """The current `vte.EnvState` (JAX arrays), for inspection and `vte.render`."""
+    def state(self):
+        """The current state (JAX arrays), for inspection and `vte.render`."""
         return self._state
 
 
@@ -222,25 +224,25 @@ def _action(action) -> np.ndarray:
 # A batch of clusters
 # --------------------------------------------------------------------------
 
-def _step_same(keys, state, actions, params):
-    """SAME_STEP: `vte.step` on every environment (its auto-reset and final observation)."""
-    return jax.vmap(vte_step, (0, 0, 0, None))(keys, state, actions, params)
+def _step_same(env, keys, state, actions, params):
+    """SAME_STEP: `env.step` on every environment (its auto-reset and final observation)."""
+    return jax.vmap(env.step, (0, 0, 0, None))(keys, state, actions, params)
 
 
-def _step_next(keys, state, actions, pending, params):
+def _step_next(env, keys, state, actions, pending, params):
     """NEXT_STEP: environments done in the previous step (`pending`) reset now and ignore
     their action (reward 0, not done); the others take one decision without auto-reset.
     The reset runs only when some environment is pending; its key is the one `vte.step`
     would use (`vte.env.reset_key`)."""
     obs, new, reward, terminated, truncated, info = jax.vmap(
-        vte_step_env, (0, 0, 0, None))(keys, state, actions, params)
+        env.step_env, (0, 0, 0, None))(keys, state, actions, params)
     n = pending.shape[0]
 
     def where(a, b):
         return jnp.where(pending.reshape((n,) + (1,) * (a.ndim - 1)), a, b)
 
     def reset_pending():
-        fresh_obs, fresh = jax.vmap(lambda k: vte_reset(reset_key(k), params))(keys)
+        fresh_obs, fresh = jax.vmap(lambda k: env.reset(reset_key(k), params))(keys)
         return jax.tree_util.tree_map(where, (fresh_obs, fresh), (obs, new))
 
     obs, new = jax.lax.cond(jnp.any(pending), reset_pending, lambda: (obs, new))
@@ -250,9 +252,10 @@ def _step_next(keys, state, actions, pending, params):
             truncated & ~pending, info)
 
 
-_step_same_jit = jax.jit(_step_same)
-_step_next_jit = jax.jit(_step_next)
-_reset_batch = jax.jit(jax.vmap(vte_reset, (0, None)))
+_step_same_jit = jax.jit(_step_same, static_argnums=0)
+_step_next_jit = jax.jit(_step_next, static_argnums=0)
+_reset_batch = jax.jit(lambda env, keys, params: jax.vmap(env.reset, (0, None))(keys, params),
+                       static_argnums=0)
 
 
 class ClusterVectorEnv(gym.vector.VectorEnv):
@@ -277,9 +280,9 @@ class ClusterVectorEnv(gym.vector.VectorEnv):
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4,
                 "autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(self, num_envs: int = 1, params: EnvParams | None = None,
+    def __init__(self, num_envs: int = 1, params=None,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                 render_mode: str | None = None, **fields):
+                 render_mode: str | None = None, env_id: str = ENV_ID, **fields):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) \
                 or num_envs < 1:
             raise ValueError(f"num_envs={num_envs!r} is invalid: allowed an integer >= 1")
@@ -291,15 +294,15 @@ class ClusterVectorEnv(gym.vector.VectorEnv):
             raise ValueError(f"autoreset_mode={autoreset_mode!r} is invalid: allowed one of "
                              f"{[m.value for m in AUTORESET_MODES]}")
         _check_render_mode(render_mode)
-        self.params = make_params(params, **fields)
+        self.registration, self.env, self.params = _make(env_id, params, fields)
         self.num_envs = int(num_envs)
         self.render_mode = render_mode
         self.metadata = {**type(self).metadata, "autoreset_mode": mode}
-        self.single_observation_space = observation_space(self.params)
-        self.single_action_space = spaces.Discrete(num_actions(self.params))
+        self.single_observation_space = observation_space(self.params, self.env)
+        self.single_action_space = spaces.Discrete(self.env.num_actions(self.params))
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._state: EnvState | None = None
+        self._state = None
         self._keys: jax.Array | None = None
         self._pending = np.zeros(self.num_envs, bool)
 
@@ -330,7 +333,7 @@ class ClusterVectorEnv(gym.vector.VectorEnv):
             keys.append(jax.random.split(_key_from(rng)))
         keys = jnp.stack(keys)                                  # (num_envs, 2) keys
         self._keys = keys[:, 0]
-        obs, self._state = _reset_batch(keys[:, 1], self.params)
+        obs, self._state = _reset_batch(self.env, keys[:, 1], self.params)
         self._pending = np.zeros(self.num_envs, bool)
         obs = _numpy_obs(obs)
         return obs, {"action_mask": obs["action_mask"].astype(np.int8)}
@@ -348,10 +351,10 @@ class ClusterVectorEnv(gym.vector.VectorEnv):
         a = jnp.asarray(a.astype(np.int32))
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
             obs, self._state, reward, terminated, truncated, info = _step_same_jit(
-                k_step, self._state, a, self.params)
+                self.env, k_step, self._state, a, self.params)
         else:
             obs, self._state, reward, terminated, truncated, info = _step_next_jit(
-                k_step, self._state, a, jnp.asarray(self._pending), self.params)
+                self.env, k_step, self._state, a, jnp.asarray(self._pending), self.params)
         final_obs = info.get("final_observation")
         obs, info = _numpy_obs(obs), _numpy_info(info)
         terminated, truncated = np.asarray(terminated), np.asarray(truncated)
@@ -381,20 +384,26 @@ class ClusterVectorEnv(gym.vector.VectorEnv):
         if self._state is None:
             raise RuntimeError("call reset() before render()")
         states = jax.device_get(self._state)
-        return tuple(_frame(jax.tree_util.tree_map(lambda x: x[i], states), self.params, None)
-                     for i in range(self.num_envs))
+        return tuple(_frame(self.registration, jax.tree_util.tree_map(lambda x: x[i], states),
+                            self.params, None) for i in range(self.num_envs))
 
     @property
-    def state(self) -> EnvState | None:
-        """The current batched `vte.EnvState` (leading (num_envs,) axis)."""
+    def state(self):
+        """The current batched state (leading (num_envs,) axis)."""
         return self._state
 
 
 def register_envs() -> None:
-    """Register `ENV_ID` with Gymnasium (idempotent; done when this module is imported)."""
-    if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point=f"{__name__}:ClusterEnv",
-                     vector_entry_point=f"{__name__}:ClusterVectorEnv")
+    """Register "vte/" + every registered vte environment with Gymnasium ("vte/Cluster-v0",
+    "vte/OpenB-v0"; idempotent; done when this module is imported). Gymnasium 1.x has no
+    plugin or entry-point discovery, so `gym.make` finds them after this import, or with
+    the module in the id: `gym.make("vte.adapters.gymnasium:vte/OpenB-v0")`."""
+    for vte_id in vte.registered():
+        gym_id = NAMESPACE + vte_id
+        if gym_id not in gym.registry:
+            gym.register(id=gym_id, entry_point=f"{__name__}:ClusterEnv",
+                         vector_entry_point=f"{__name__}:ClusterVectorEnv",
+                         kwargs={"env_id": vte_id})
 
 
 register_envs()

@@ -37,45 +37,55 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from gymnax.environments import environment, spaces
 
-from vte.adapters.specs import flat_bounds, flat_size, flatten, observation_specs
-from vte.env import reset as vte_reset
-from vte.env import step as vte_step
-from vte.env import step_env as vte_step_env
-from vte.observation import get_obs as vte_get_obs
-from vte.params import EnvParams, num_actions
-from vte.types import EnvState, Observation
+import vte
+from vte.params import EnvParams
 
 OBSERVATION_MODES = ("dict", "flat")
 
 
-class ClusterEnv(environment.Environment[EnvState, EnvParams]):
-    """One cluster of `vte` as a gymnax `Environment` (see the module docstring).
+def flatten_fields(obs, specs) -> jax.Array:
+    """(D,) float32: the observation's fields in `specs` order, each raveled, booleans as
+    0/1 (any registered environment; `vte.adapters.specs.flatten` for the synthetic one)."""
+    return jnp.concatenate([jnp.ravel(jnp.asarray(getattr(obs, f)).astype(jnp.float32))
+                            for f in specs])
+
+
+class ClusterEnv(environment.Environment):
+    """One environment of `vte` as a gymnax `Environment` (see the module docstring).
 
     Args:
-      params: the `vte.EnvParams` returned by `default_params` (default `EnvParams()`);
-        every call also takes params explicitly, gymnax style.
-      observation: "dict" (a `vte.Observation`) or "flat" (a (D,) float32 vector).
+      params: the params `default_params` returns (default: the environment's, e.g.
+        `EnvParams()`); every call also takes params explicitly, gymnax style.
+      observation: "dict" (the environment's observation) or "flat" (a (D,) float32 vector).
+      env_id: a registered vte environment ("Cluster-v0", "OpenB-v0").
+      **fields: the keywords of its `vte.make` (e.g. `subset=64` for "OpenB-v0").
     """
 
-    def __init__(self, params: EnvParams | None = None, observation: str = "dict"):
-        if params is None:
-            params = EnvParams()
-        if not isinstance(params, EnvParams):
-            raise ValueError(f"params={params!r} is invalid: allowed a vte.EnvParams or None")
+    def __init__(self, params=None, observation: str = "dict", env_id: str = "Cluster-v0",
+                 **fields):
         if observation not in OBSERVATION_MODES:
             raise ValueError(f"observation={observation!r} is invalid: allowed one of "
                              f"{OBSERVATION_MODES}")
+        reg = vte.registration(env_id)
+        if params is not None:
+            self.env, params = reg.make(params=params, **fields)
+        else:
+            self.env, params = reg.make(**fields)
         self._params = params
+        self.registration = reg
         self.observation = observation
 
     @property
-    def default_params(self) -> EnvParams:
+    def default_params(self):
         return self._params
 
-    def _encode(self, obs: Observation):
-        return flatten(obs) if self.observation == "flat" else obs
+    def _encode(self, obs):
+        if self.observation != "flat":
+            return obs
+        return flatten_fields(obs, self.env.observation_specs(self._params))
 
     @partial(jax.jit, static_argnames=("self",))
     def step(self, key: jax.Array, state: EnvState, action: int | jax.Array,
@@ -85,7 +95,8 @@ class ClusterEnv(environment.Environment[EnvState, EnvParams]):
         bool, truncated () bool, info); `info["final_observation"]` is the observation
         before the auto-reset (in the adapter's observation form)."""
         params = self._params if params is None else params
-        obs, state, reward, terminated, truncated, info = vte_step(key, state, action, params)
+        obs, state, reward, terminated, truncated, info = self.env.step(key, state, action,
+                                                                        params)
         info = {**info, "final_observation": self._encode(info["final_observation"]),
                 "terminated": terminated, "truncated": truncated}
         return self._encode(obs), state, reward, terminated, truncated, info
@@ -93,49 +104,51 @@ class ClusterEnv(environment.Environment[EnvState, EnvParams]):
     def step_env(self, key: jax.Array, state: EnvState, action: int | jax.Array,
                  params: EnvParams) -> tuple[Any, EnvState, jax.Array, jax.Array, dict]:
         """One decision without the auto-reset: (obs, state, reward, terminated, info)."""
-        obs, state, reward, terminated, truncated, info = vte_step_env(key, state, action,
-                                                                       params)
+        obs, state, reward, terminated, truncated, info = self.env.step_env(key, state, action,
+                                                                            params)
         return self._encode(obs), state, reward, terminated, info
 
     def reset_env(self, key: jax.Array, params: EnvParams) -> tuple[Any, EnvState]:
         """A fresh scenario: `vte.reset`."""
-        obs, state = vte_reset(key, params)
+        obs, state = self.env.reset_env(key, params)
         return self._encode(obs), state
 
     def get_obs(self, state: EnvState, params: EnvParams | None = None, key=None) -> Any:
         """The observation of `state` (`vte.get_obs`; no randomness, `key` is unused)."""
-        return self._encode(vte_get_obs(state, self._params if params is None else params))
+        return self._encode(self.env.get_obs(state, self._params if params is None else params))
 
-    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
-        """() bool, always False: a cluster has no terminal state."""
-        return jnp.zeros((), bool)
+    def is_terminated(self, state, params) -> jax.Array:
+        """() bool, the episode reached a terminal state (`Environment.is_terminated`)."""
+        return self.env.is_terminated(state, params)
 
-    def is_truncated(self, state: EnvState, params: EnvParams) -> jax.Array:
-        """() bool, the episode has taken `episode_len` decisions."""
-        return state.steps >= params.episode_len
+    def is_truncated(self, state, params) -> jax.Array:
+        """() bool, the episode was cut (`Environment.is_truncated`)."""
+        return self.env.is_truncated(state, params)
 
     @property
     def name(self) -> str:
-        return "vte/Cluster-v0"
+        return "vte/" + self.env.name
 
     @property
     def num_actions(self) -> int:
-        """N + 1 for the default params: one per node, then defer."""
-        return num_actions(self._params)
+        """N + 1 for the default params: one per node, then defer (or cannot place)."""
+        return self.env.num_actions(self._params)
 
-    def action_space(self, params: EnvParams | None = None) -> spaces.Discrete:
+    def action_space(self, params=None) -> spaces.Discrete:
         """`Discrete(N + 1)`, int32."""
-        return spaces.Discrete(num_actions(self._params if params is None else params))
+        return spaces.Discrete(self.env.num_actions(self._params if params is None else params))
 
     def observation_space(self, params: EnvParams | None = None) -> spaces.Space:
         """A `Dict` of one `Box` per `vte.Observation` field, or with `observation="flat"`
         one (D,) float32 `Box` (bounds in `vte.adapters.specs`)."""
         params = self._params if params is None else params
+        specs = self.env.observation_specs(params)
         if self.observation == "flat":
-            low, high = flat_bounds(params)
-            return spaces.Box(low, high, (flat_size(params),), jnp.float32)
+            low = np.concatenate([s.low.astype(np.float32).ravel() for s in specs.values()])
+            high = np.concatenate([s.high.astype(np.float32).ravel() for s in specs.values()])
+            return spaces.Box(low, high, low.shape, jnp.float32)
         return spaces.Dict({name: spaces.Box(s.low, s.high, s.shape, s.dtype)
-                            for name, s in observation_specs(params).items()})
+                            for name, s in specs.items()})
 
 
 __all__ = ["ClusterEnv", "OBSERVATION_MODES"]

@@ -296,6 +296,10 @@ class OpenBEnv(Environment[EnvState, OpenBParams]):
     def observation_specs(self, params: OpenBParams):
         return observation_specs(params)
 
+    def is_terminated(self, state: EnvState, params: OpenBParams) -> jax.Array:
+        """() bool, the workload's last pod has been decided."""
+        return state.steps >= params.length[state.workload]
+
     def check(self, state, params) -> None:
         if not isinstance(params, OpenBParams):
             raise ValueError(f"params={type(params).__name__} is invalid: allowed "

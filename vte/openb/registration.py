@@ -50,11 +50,17 @@ def load_trace(pods: str = "default", nodes: str = "gpu"):
 
 
 def make(pods: str = "default", nodes: str = "gpu", seeds=None, subset: int | None = None,
-         tune: float = 1.3, invalid_penalty: float = 1.0):
+         tune: float = 1.3, invalid_penalty: float = 1.0, params=None):
     """(env, params): a bank of one workload per seed (default seeds 10_000 ..
     10_000 + 15) of the `pods` trace on the `nodes` file, each on a random `subset` of
-    its nodes (None: the full cluster). Bad values raise ValueError naming them."""
+    its nodes (None: the full cluster); or the environment of given `params` (an
+    `OpenBParams`). Bad values raise ValueError naming them."""
     from vte.openb.trace import TraceError
+    if params is not None:
+        if not isinstance(params, oenv.OpenBParams):
+            raise ValueError(f"params={type(params).__name__} is invalid: allowed "
+                             "vte.openb.env.OpenBParams (vte.openb.env.make_params)")
+        return oenv.OpenBEnv(params), params
     try:
         table, pod_table = load_trace(str(pods), str(nodes))
     except (TraceError, OSError) as err:
