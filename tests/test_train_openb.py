@@ -138,7 +138,7 @@ def test_the_replay_command_refuses_synthetic_runs_and_other_node_files(imitatio
     synthetic = tmp_path / "synthetic"
     synthetic.mkdir()
     (synthetic / "config.json").write_text(json.dumps({"hidden": 8, "env": {"num_nodes": 4}}))
-    with pytest.raises(ValueError, match="trained on synthetic clusters"):
+    with pytest.raises(ValueError, match="trained on Cluster-v0, not on the OpenB trace"):
         openb_main(["--policies", str(synthetic), "--seeds", "1", "--no-progress"])
     with pytest.raises(ValueError, match="GPU models"):     # trained on 2 models, gpu has 7
         openb_main(["--policies", imitation_run[0], "--seeds", "1", "--no-progress"])
@@ -147,7 +147,7 @@ def test_the_replay_command_refuses_synthetic_runs_and_other_node_files(imitatio
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--env", "openb"], "--teacher='optimal' is invalid: allowed one of random, dot_product"),
+    (["--env", "openb", "--teacher", "optimal"], "--teacher='optimal' is invalid: allowed one of random, dot_product"),
     (["--teacher", "fgd"], "--teacher='fgd' is invalid: allowed optimal with --env synthetic"),
     (["--env", "openb", "--teacher", "fgd", "--trace", "nope"], "--trace='nope' is invalid"),
     (["--env", "openb", "--teacher", "fgd", "--nodes", "nope"], "--nodes='nope' is invalid"),
@@ -171,9 +171,10 @@ def test_openb_runs_are_refused_where_vte_clusters_are_expected(imitation_run, t
     out, _ = imitation_run
     from vte.render import resolve_policy
     from vte.serve.place import make_placer
-    with pytest.raises(ValueError, match="trained on the OpenB trace replay"):
+    with pytest.raises(ValueError, match="trained on OpenB-v0.*--env openb draws it"):
         resolve_policy(out)
-    with pytest.raises(ValueError, match="trained on the OpenB trace replay"):
+    with pytest.raises(ValueError, match="trained on OpenB-v0 .--env openb., which has no "
+                                         "mapping to DECICE's API"):
         make_placer(out)
     with pytest.raises(SystemExit) as exc:       # the small trace has 2 GPU models, gpu 7
         imitate.main(["--env", "openb", "--teacher", "fgd", "--init-from", out,

@@ -46,6 +46,7 @@ class Registration:
     network: Callable[[int], Any]        # hidden width -> flax module: obs -> (logits, value)
     policies: Callable[[], Mapping[str, Callable]]   # reference policies by name,
                                          # (key, state, params) -> () int32 action
+    default_policy: str                  # the reference policy tools show by default
     teachers: tuple[str, ...]            # the reference policies imitation may learn from
     default_teacher: str                 # the label of `train/imitate.py` by default
     metrics: Callable[[dict, Any], dict]  # (step info, done) -> per-step scalars of a
@@ -71,6 +72,8 @@ class Registration:
     decice: bool = False                 # `vte.serve` answers DECICE's API with it
     init_check: Callable | None = None   # (source run config dict, config) -> None, or
                                          # why --init-from that run cannot seed this one
+    evaluate_main: str | None = None     # a module whose main(argv) is `python -m
+                                         # vte.evaluate --env NAME ...`; None: vte.evaluate's own
     small: Mapping[str, Any] = dataclasses.field(default_factory=dict)
                                          # `make` keywords of a small instance, which the
                                          # contract test (tests/test_contract.py) runs

@@ -50,7 +50,7 @@ from vte import heuristics
 from vte.env import reset as vte_reset
 from vte.env import step as vte_step
 from vte import registry
-from vte.params import EnvParams, parse_assignments
+from vte.params import EnvParams
 from vte.dynamics import measure
 from vte.types import EnvState
 
@@ -61,7 +61,6 @@ UTIL_CMAP = "RdYlGn_r"  # green idle ... red busy
 CHOSEN_COLOR = "tab:blue"
 OPTIMAL_COLOR = "tab:green"
 DOWN_COLOR = "0.75"
-DEFAULT_POLICY = "kube_default"     # the synthetic episode's policy when none is named
 SYNTHETIC = registry.registration("Cluster-v0")
 
 
@@ -457,21 +456,18 @@ def main(argv: list[str] | None = None) -> str:
         fields = reg.run_make(config)
     else:
         reg = registry.registration(args.env or SYNTHETIC.flag)
-        name = args.policy or (DEFAULT_POLICY if reg is SYNTHETIC else reg.default_teacher)
+        name = args.policy or reg.default_policy
         known = reg.policies()
         if name not in known:
             raise ValueError(f"--policy {name!r} is invalid: allowed one of {sorted(known)} "
                              f"or a training run directory (the --out of train/ppo.py or "
                              f"train/imitate.py)")
         act, fields = known[name], {}
-    if reg is SYNTHETIC:
-        fields.update(parse_assignments(args.set))   # EnvParams' own checks and messages
-    else:
-        for item in args.set:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ValueError(f"--set {item!r} is invalid: allowed NAME=VALUE")
-            fields[key] = _literal(value)
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r} is invalid: allowed NAME=VALUE")
+        fields[key] = _literal(value)
     try:
         env, params = reg.make(**fields)
     except TypeError as err:    # an unknown keyword of the environment's make

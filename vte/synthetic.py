@@ -163,7 +163,7 @@ REGISTRATION = Registration(
     id="Cluster-v0", flag="synthetic",
     summary="vte's synthetic heterogeneous cluster (cloud, edge, HPC) with a known optimum",
     make=make, config_keys=CONFIG_KEYS, check_config=check_config, run_params=run_params,
-    network=network, policies=policies, teachers=TEACHERS, default_teacher="optimal",
+    network=network, policies=policies, default_policy="kube_default", teachers=TEACHERS, default_teacher="optimal",
     metrics=metrics, curves=CURVES, evaluate=evaluate, load_policy=load_policy,
     as_action=as_action, run_make=run_make, optimum="optimal", reward_fn=_env.reward, action_costs=action_costs, render=render, decice=True,
     small={"num_nodes": 4, "queue_len": 2, "episode_len": 5, "num_sites": 2})

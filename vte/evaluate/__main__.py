@@ -10,6 +10,7 @@ main metrics. Parameters not set keep the defaults of `vte.EnvParams`.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -17,6 +18,7 @@ import time
 import jax
 import numpy as np
 
+from vte import registry
 from vte.evaluate import COLUMNS, OPTIMAL, evaluate, table
 from vte.rng import SEED_LIMIT
 from vte.files import atomic_write, atomic_write_text, check_output_path
@@ -71,8 +73,22 @@ def plot(results: dict, path: str, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    # --env picks the environment (vte.registry); one with its own evaluation command
+    # (`Registration.evaluate_main`, e.g. the OpenB replay grid) gets the other arguments.
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--env", default=None, choices=registry.flags() + registry.registered())
+    known, rest = pre.parse_known_args(argv)
+    reg = registry.registration(known.env) if known.env is not None else None
+    if reg is not None and reg.evaluate_main is not None:
+        module = importlib.import_module(reg.evaluate_main)
+        return module.main(rest)
+    argv = rest
     parser = argparse.ArgumentParser(prog="python -m vte.evaluate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default=None, choices=registry.flags() + registry.registered(),
+                        help="the environment (default synthetic); --env openb evaluates the "
+                             "six published policies and trained runs on the OpenB trace "
+                             "(the arguments of python -m vte.openb)")
     parser.add_argument("--episodes", type=int, default=64, help="episodes per policy")
     parser.add_argument("--seed", type=int, default=12345,
                         help="seed of the held-out scenarios (keep it apart from training)")

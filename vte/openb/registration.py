@@ -41,11 +41,18 @@ CONFIG_KEYS = ("num_nodes", "trace", "nodes", "workloads", "tune")
 
 
 @functools.lru_cache(maxsize=8)
+def load_node_table(nodes: str = "gpu"):
+    """The NodeTable of a node file (a bundled name or a CSV path), read once per process."""
+    from vte.openb.trace import load_nodes
+    return load_nodes(nodes)
+
+
+@functools.lru_cache(maxsize=8)
 def load_trace(pods: str = "default", nodes: str = "gpu"):
     """(NodeTable, PodTable) of a node file and a pod file (bundled names or CSV paths),
-    read once per process for each pair."""
-    from vte.openb.trace import load_nodes, load_pods
-    table = load_nodes(nodes)
+    read once per process for each pair: a run's checks, training and evaluation share it."""
+    from vte.openb.trace import load_pods
+    table = load_node_table(nodes)
     return table, load_pods(pods, table)
 
 
@@ -87,18 +94,18 @@ def run_params(config, train: bool):
 
 def check_config(config) -> None:
     """The teacher is a published policy, the files load, the sub-clusters fit."""
-    from vte.openb.trace import TraceError, load_nodes, load_pods
+    from vte.openb.trace import TraceError
     teacher = getattr(config, "teacher", None)
     if teacher is not None and teacher not in TEACHERS:
         raise flag_error("teacher", teacher, "one of " + ", ".join(TEACHERS) + " with --env "
                          "openb (the trace has no known optimum)")
     try:
-        nodes = load_nodes(config.nodes)
+        nodes = load_node_table(config.nodes)
     except (TraceError, OSError, ValueError) as err:
         raise flag_error("nodes", config.nodes, f"gpu, all or the path of a node file of the "
                          f"OpenB format ({err})") from None
     try:
-        load_pods(config.trace, nodes)
+        load_trace(config.trace, config.nodes)
     except (TraceError, OSError, ValueError) as err:
         raise flag_error("trace", config.trace, f"{', '.join(BUNDLED_TRACES)} or the path of "
                          f"a pod file of the OpenB format ({err})") from None
@@ -146,9 +153,8 @@ def train_reward(state, reward, params):
 def init_check(source: dict, config) -> str | None:
     """Why a run's network cannot seed this one: its node file has another number of GPU
     models (the width of the network's model one-hot); None when it can."""
-    from vte.openb.trace import load_nodes
     theirs = source.get("env", {}).get("nodes", "gpu")
-    a, b = (max(len(load_nodes(f).models), 1) for f in (theirs, config.nodes))
+    a, b = (max(len(load_node_table(f).models), 1) for f in (theirs, config.nodes))
     if a != b:
         return (f"trained on --nodes {theirs} ({a} GPU models), this run asks for --nodes "
                 f"{config.nodes} ({b}): the network's input width differs")
@@ -212,8 +218,9 @@ REGISTRATION = Registration(
     id="OpenB-v0", flag="openb",
     summary="the OpenB trace replay (Alibaba GPU cluster, the FGD paper's experiment)",
     make=make, config_keys=CONFIG_KEYS, check_config=check_config, run_params=run_params,
-    network=network, policies=policies, teachers=TEACHERS, default_teacher="fgd",
+    network=network, policies=policies, default_policy="fgd", teachers=TEACHERS, default_teacher="fgd",
     metrics=metrics, curves=CURVES, evaluate=evaluate, load_policy=load_policy,
     as_action=as_action, run_make=run_make, train_reward=train_reward, render=render, decice=False, init_check=init_check,
+    evaluate_main="vte.openb.__main__",
     small={"subset": 4, "seeds": (1, 2)},
     defaults={"trace": "default", "nodes": "gpu", "workloads": 256, "tune": 1.3})
