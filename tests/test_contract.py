@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import vte
 
@@ -203,3 +205,41 @@ def test_gymnasium_and_gymnax_adapters_serve_every_environment(name):
     assert obs.shape == genv.observation_space().shape and genv.name == "vte/" + name
     obs, state, reward, *_ = genv.step(jax.random.PRNGKey(1), state, genv.num_actions - 1)
     assert genv.observation_space().contains(obs)
+
+
+@functools.lru_cache(maxsize=None)
+def every_action_fn(name):
+    """Jitted: from a random-policy state after `k` steps, the step of every action in
+    [-1, num_actions] (the valid ones, the invalid nodes, both out-of-range ends)."""
+    _, env, params = small(name)
+    n = env.num_actions(params)
+
+    def run(key, k):
+        k0, k1, k2 = jax.random.split(key, 3)
+        obs, state = env.reset(k0, params)
+
+        def body(i, carry):
+            obs, state = carry
+            ka, ks = jax.random.split(jax.random.fold_in(k1, i))
+            out = env.step(ks, state, random_valid(ka, obs), params)
+            return out[0], out[1]
+        obs, state = jax.lax.fori_loop(0, k, body, (obs, state))
+        actions = jnp.arange(-1, n + 1, dtype=jnp.int32)
+        _, _, reward, _, _, info = jax.vmap(env.step_env, (None, None, 0, None))(
+            k2, state, actions, params)
+        return obs.action_mask, reward, info["invalid_action"]
+    return jax.jit(run)
+
+
+@pytest.mark.parametrize("name", IDS)
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), k=st.integers(0, 30))
+def test_an_invalid_action_is_never_worth_more_than_a_valid_one(name, seed, k):
+    """In every state, every invalid action (an infeasible node, or out of range) has a
+    reward at most that of the worst valid action: an agent that ignores the mask cannot
+    gain by invalid no-ops (MODEL.md section 4; OPENB.md section 10)."""
+    mask, reward, invalid = (np.asarray(x) for x in every_action_fn(name)(
+        jax.random.PRNGKey(seed), k))
+    np.testing.assert_array_equal(invalid[1:-1], ~mask)     # the mask is the valid actions
+    assert invalid[0] and invalid[-1]
+    assert reward[invalid].max() <= reward[~invalid].min() + 1e-6

@@ -11,6 +11,14 @@ from vte import catalogue as C
 from tests.conftest import SMALL, finite_tree
 
 
+def invalid_regret(costs, feasible, params) -> float:
+    """The regret of an invalid action (MODEL.md section 4): the worst valid action's
+    regret in the state plus `invalid_penalty`."""
+    c, f = np.asarray(costs), np.asarray(feasible)
+    best = c[f].min()
+    return float(c[f].max() - best + params.invalid_penalty)
+
+
 def _rollout(step_fn, key, state, params, actions_fn, n):
     """Run n steps; returns the list of (obs, state, reward, term, trunc, info)."""
     out = []
@@ -243,7 +251,8 @@ def test_regret_nonnegative_and_zero_at_optimum(params, jit_reset):
                 np.testing.assert_allclose(regret[i], costs[a] - costs[opt], rtol=1e-5)
                 assert not info["invalid_action"][i]
             else:
-                assert regret[i] == pytest.approx(params.invalid_penalty)
+                assert regret[i] == pytest.approx(invalid_regret(costs, feasible, params))
+                assert regret[i] >= regret.max() - 1e-5     # never better than a valid one
                 assert info["invalid_action"][i]
         # The optimum is the least-cost feasible node, lowest index on ties.
         masked = np.where(np.asarray(feasible), np.asarray(costs), np.inf)
@@ -261,7 +270,9 @@ def test_reward_is_the_step_reward_without_stepping(params, jit_reset):
         np.testing.assert_array_equal(np.asarray(rewards), -np.asarray(info["regret"]))
         opt = int(vte.optimal_action(state, params))
         assert float(vte.reward(state, opt, params)) == 0.0
-        assert float(vte.reward(state, 2**40, params)) == -params.invalid_penalty
+        costs, feasible = vte.node_costs(state, params)
+        assert float(vte.reward(state, 2**40, params)) == pytest.approx(
+            -invalid_regret(costs, feasible, params))
     with pytest.raises(ValueError, match="other params"):
         vte.reward(state, 0, vte.EnvParams(num_nodes=params.num_nodes + 1))
 
@@ -323,7 +334,8 @@ def test_invalid_actions_change_nothing_in_the_cluster():
     results = [vte.step_env(key, state, a, params) for a in actions]
     for res in results:
         new = res[1]
-        assert bool(res[5]["invalid_action"]) and float(res[2]) == -params.invalid_penalty
+        assert bool(res[5]["invalid_action"]) and float(res[2]) == pytest.approx(
+            -invalid_regret(costs, feasible, params))
         chex.assert_trees_all_equal(new.queue, state.queue)
         np.testing.assert_array_equal(new.nodes.job_active, state.nodes.job_active)
         np.testing.assert_array_equal(new.nodes.alloc, state.nodes.alloc)

@@ -4,6 +4,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import vte
 from tests.conftest import SMALL
@@ -149,7 +150,10 @@ def test_mask_from_twin_allows_what_the_twin_believes():
         if wrong.size:
             tested += 1
             assert bool(info["invalid_action"]) and not bool(info["placed"])
-            assert float(reward) == -params.invalid_penalty
+            costs, feasible = vte.node_costs(state, params)
+            c, f = np.asarray(costs), np.asarray(feasible)
+            assert float(reward) == pytest.approx(-(c[f].max() - c[f].min()
+                                                    + params.invalid_penalty))
             assert int(new.counters.placed) == int(state.counters.placed)
         state = new
     assert tested > 0, "the twin never allowed an infeasible node: nothing was tested"

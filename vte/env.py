@@ -11,7 +11,8 @@ Action: int in [0, num_nodes]; `a < num_nodes` places the head request on node a
   it on a noisy or stale twin (then it can allow invalid ones).
 Reward: `-regret`, regret = cost(choice) - cost(optimal action) >= 0. An invalid action
   (out of range, or a node that is infeasible for the head request) changes nothing in
-  the cluster or the queue and has regret `params.invalid_penalty`.
+  the cluster or the queue and has the regret of the worst valid action of the state plus
+  `params.invalid_penalty`: never worth more than any valid action (MODEL.md section 4).
 Termination: never; truncation after `episode_len` decisions, then the state resets to a
   fresh scenario and `info["final_observation"]` holds the last observation of the
   episode that ended (gymnax 1.0 semantics).
@@ -259,11 +260,14 @@ def _judge(state: EnvState, a: jax.Array, in_range: jax.Array, params: EnvParams
     place = valid & (a_c < n)
     opt_cost = sc.cost[sc.optimum]
     node = jnp.minimum(a_c, n - 1)
+    # An invalid action is never worth more than the worst valid one of the same state:
+    # its regret is the worst valid regret (defer is always valid: finite) plus the penalty.
+    worst = jnp.max(jnp.where(sc.feasible, sc.cost, -jnp.inf)) - opt_cost
     return _Decision(
         node=node, valid=valid, place=place,
         defer=valid & (a_c == n) & scoring.head(state.queue).valid,
         matched=in_range & (a_c == sc.optimum), optimum=sc.optimum, optimal_cost=opt_cost,
-        regret=jnp.where(valid, sc.cost[a_c] - opt_cost, params.invalid_penalty),
+        regret=jnp.where(valid, sc.cost[a_c] - opt_cost, worst + params.invalid_penalty),
         completion=jnp.where(place, sc.completion[node], 0.0),
         energy=jnp.where(place, sc.energy[node], 0.0),
         failure_prob=jnp.where(place, sc.failure_prob[node], 0.0))
@@ -300,8 +304,8 @@ def _report(state: EnvState, nodes, seed: jax.Array, params: EnvParams):
 
 def reward(state: EnvState, action: jax.Array, params: EnvParams) -> jax.Array:
     """The reward `step` gives for `action` in `state`, without stepping: () float32,
-    -regret against the state's optimum (0 for the optimum), or -`invalid_penalty` for an
-    infeasible or out-of-range action. Pure and cheap (it reads the state's cached scores),
+    -regret against the state's optimum (0 for the optimum); for an infeasible or
+    out-of-range action, -(the worst valid action's regret + `invalid_penalty`). Pure and cheap (it reads the state's cached scores),
     so a learner can score several candidate actions of one state, e.g. vmapped over
     actions."""
     a, in_range = action_index(action, params.num_nodes)

@@ -332,7 +332,8 @@ def step(state: State, action: int, seed_or_rng, params):
     head = _head(s)
     place = valid and action < n
     defer = valid and action == n and bool(head["valid"])
-    regret = float(c[action] - c[opt]) if valid else float(params.invalid_penalty)
+    worst = float(np.max(np.where(feasible, c, -np.inf)) - c[opt])   # defer: always feasible
+    regret = float(c[action] - c[opt]) if valid else worst + float(params.invalid_penalty)
 
     if place:
         slot = int(np.argmin(s.job_active[:, action]))

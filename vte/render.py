@@ -48,6 +48,7 @@ from matplotlib.patches import Patch, Rectangle
 from vte import catalogue as C
 from vte import heuristics
 from vte.env import reset as vte_reset
+from vte.env import reward as env_reward
 from vte.env import step as vte_step
 from vte import registry
 from vte.params import EnvParams
@@ -286,8 +287,7 @@ def render(state: EnvState, params: EnvParams, action=None, optimal=None,
     lines = [f"head request: {int(feasible[:n].sum())} feasible nodes, optimum "
              f"{_action_name(int(st.scores.optimum), n)} (cost {cost[int(st.scores.optimum)]:.3f})"]
     if action is not None:
-        regret = (cost[action] - cost[int(st.scores.optimum)] if feasible[action]
-                  else params.invalid_penalty)
+        regret = -float(env_reward(st, jnp.int32(action), params))
         lines.append(f"action {_action_name(action, n)}: "
                      + (f"cost {cost[action]:.3f}, regret {float(regret):.3f}"
                         if feasible[action] else f"infeasible, penalty {float(regret):.3f}"))

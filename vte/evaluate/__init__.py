@@ -24,8 +24,8 @@ Metrics (means over episodes where "per episode"):
   match_rate: share of decisions equal to `vte.optimal_action`.
   mean_regret: mean regret per decision (`info["regret"]`, >= 0).
   cost_ratio: total cost of the chosen actions over the total cost of the optimal
-    actions in the same states (1 for the optimum; invalid actions cost the optimum's
-    cost plus `invalid_penalty`). Costs are >= 0; when the optimal actions cost 0 in
+    actions in the same states (1 for the optimum; an invalid action costs the optimum's
+    cost plus its regret, the worst valid regret plus `invalid_penalty`). Costs are >= 0; when the optimal actions cost 0 in
     total (e.g. nothing ever fits, or every weight and penalty is 0) the ratio is
     undefined and reported as 1 + mean_regret (1 when the policy also cost nothing).
   invalid_rate: share of decisions that were invalid (out of range or infeasible).
