@@ -161,7 +161,8 @@ def _unfold(tree, axis_size):
 
 def make_auto_reset(reset_state: Callable) -> Callable:
     """`reset_if_done(key, state, done, params)`: `state`, or `reset_state(reset_key(key),
-    params)` where `done`; under `jax.vmap` the fresh states are computed only when some
+    params)` where `done` (`state` any pytree that `reset_state` returns, e.g. a state
+    and its observation); under `jax.vmap` the fresh states are computed only when some
     environment is done (one `lax.cond` on `any(done)` over all of them, also under nested
     vmaps). `params` shared by the batch stay unbatched (a large bank of workloads is
     never copied per environment)."""
@@ -335,13 +336,18 @@ class Environment(Generic[TState, TParams]):
 
     def _auto_step(self, key, state, action, params):
         state, reward, terminated, truncated, info = self._transition(key, state, action, params)
-        info["final_observation"] = self.get_obs(state, params)
-        state = self._reset_if_done(key, state, terminated | truncated, params)
-        return self.get_obs(state, params), state, reward, terminated, truncated, info
+        final = self.get_obs(state, params)
+        info["final_observation"] = final
+        # The observation is computed again only where an episode ended (of the fresh state).
+        state, obs = self._reset_if_done(key, (state, final), terminated | truncated, params)
+        return obs, state, reward, terminated, truncated, info
 
     @functools.cached_property
     def _reset_if_done(self):
-        return make_auto_reset(self.reset_state)
+        def fresh(key, params):
+            state = self.reset_state(key, params)
+            return state, self.get_obs(state, params)
+        return make_auto_reset(fresh)
 
     def _compiled(self, method: str) -> Callable:
         cache = self.__dict__.setdefault("_eager", {})
@@ -353,6 +359,16 @@ class Environment(Generic[TState, TParams]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
+
+    def __deepcopy__(self, memo):
+        """A copy without the compiled caches (libraries such as rejax copy environments;
+        jitted functions do not deep-copy); they are rebuilt on first use."""
+        import copy
+        new = object.__new__(type(self))
+        memo[id(self)] = new
+        new.__dict__.update({k: copy.deepcopy(v, memo) for k, v in self.__dict__.items()
+                             if k not in ("_eager", "_reset_if_done")})
+        return new
 
 
 __all__ = ["Environment", "FieldSpec", "field_spec", "action_index", "narrow_action",

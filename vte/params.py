@@ -76,7 +76,8 @@ class EnvParams:
       weights: (performance, energy, reliability) weights, each >= 0, finite.
       pref_penalty: cost per missing preferred label, >= 0.
       defer_penalty: extra cost of deferring when a node was feasible, > 0.
-      invalid_penalty: regret of an invalid action, > 0.
+      invalid_penalty: regret of an invalid action beyond the worst valid action of the
+        same state, > 0 (MODEL.md section 4).
     """
 
     num_nodes: int = struct.field(pytree_node=False, default=64)
@@ -113,6 +114,11 @@ class EnvParams:
     def __post_init__(self):
         if _is_user_value(self) and not _is_axes_spec(self):
             _validate(self)
+
+    @property
+    def max_steps_in_episode(self) -> int:
+        """Decisions per episode, `episode_len` (the name gymnax-based code reads)."""
+        return self.episode_len
 
 
 # --------------------------------------------------------------------------

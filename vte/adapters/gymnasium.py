@@ -16,10 +16,21 @@ compiled call (`ClusterVectorEnv`), NumPy in and out.
 Needs the optional extra: `pip install -e ".[gymnasium]"` (Gymnasium >= 1.0). Without the
 import, `gym.make("vte.adapters.gymnasium:vte/Cluster-v0")` imports and registers it.
 
-Observation: a dict of NumPy arrays, the `vte.Observation` fields (`nodes` (N, F) float32,
-  `request` (F',) float32, `queue` (K, F') float32, `queue_mask` (K,) bool, `weights` (3,)
-  float32, `progress` () float32, `action_mask` (N + 1,) bool); its space is a
-  `spaces.Dict` of `spaces.Box`es with the bounds of `vte.adapters.specs`.
+Any registered vte environment: `gym.make("vte/OpenB-v0", subset=64)` takes the keywords
+of its `vte.make` (`env_id` picks it when the classes are used directly).
+
+Observation: a dict of NumPy arrays, the environment's observation fields (for
+  "Cluster-v0": `nodes` (N, F) float32, `request` (F',) float32, `queue` (K, F') float32,
+  `queue_mask` (K,) bool, `weights` (3,) float32, `progress` (1,) float32, `action_mask`
+  (N + 1,) bool); a 0-d field is given as shape (1,), which SB3 and torch can flatten. Its
+  space is a `spaces.Dict` of `spaces.Box`es with the environment's bounds. With
+  `observation="flat"`, one (D,) float32 vector of the fields in order (booleans as 0/1).
+Masks: `env.unwrapped.action_masks()` ((N + 1,) bool; (num_envs, N + 1) on the vector env),
+  the method sb3-contrib's MaskablePPO calls; also `info["action_mask"]` as int8.
+Episodes: `spec.max_episode_steps` is the environment's own limit (`episode_len`); a step
+  after `terminated` or `truncated` raises until `reset` (the single environment).
+Vector env: pass the autoreset mode to `gym.make_vec` directly, `autoreset_mode="SameStep"`
+  (Gymnasium refuses it inside `vector_kwargs` for a custom vector entry point).
 Action: `Discrete(N + 1)`; `a < N` places the head request on node a, `a == N` defers
   it. An integer outside the space is an invalid action (`vte.step`: penalised, nothing
   changes); a non-integer raises.
@@ -79,12 +90,33 @@ def _make(env_id: str, params, fields):
     return reg, env, params
 
 
-def observation_space(params, env=None) -> spaces.Dict:
+OBSERVATION_MODES = ("dict", "flat")
+
+
+def _specs(env, params) -> dict:
+    """The environment's observation specs with every 0-d field as shape (1,): no 0-d
+    entries, which SB3's and torch's flattening cannot take."""
+    out = {}
+    for name, s in env.observation_specs(params).items():
+        if s.shape == ():
+            s = s._replace(shape=(1,), low=s.low.reshape(1), high=s.high.reshape(1))
+        out[name] = s
+    return out
+
+
+def observation_space(params, env=None, observation: str = "dict") -> spaces.Space:
     """The observation space of one environment (shapes, dtypes, bounds: its
-    `observation_specs`); `env` defaults to the synthetic cluster."""
+    `observation_specs`, 0-d fields as (1,)); `env` defaults to the synthetic cluster.
+    With `observation="flat"` one (D,) float32 Box of every field raveled in order
+    (booleans as 0 and 1), for MLP policies and `NormalizeObservation`."""
     env = vte.env.ENV if env is None else env
+    specs = _specs(env, params)
+    if observation == "flat":
+        low = np.concatenate([s.low.astype(np.float32).ravel() for s in specs.values()])
+        high = np.concatenate([s.high.astype(np.float32).ravel() for s in specs.values()])
+        return spaces.Box(low, high, low.shape, np.float32)
     return spaces.Dict({name: spaces.Box(s.low, s.high, s.shape, s.dtype)
-                        for name, s in env.observation_specs(params).items()})
+                        for name, s in specs.items()})
 
 
 def _key_from(rng: np.random.Generator) -> jax.Array:
@@ -93,8 +125,23 @@ def _key_from(rng: np.random.Generator) -> jax.Array:
     return jax.random.fold_in(jax.random.PRNGKey(int(a)), int(b))
 
 
-def _numpy_obs(obs) -> dict[str, np.ndarray]:
-    return {name: np.array(getattr(obs, name)) for name in obs.__dataclass_fields__}
+def _numpy_obs(obs, batch: int = 0) -> dict[str, np.ndarray]:
+    """The observation as NumPy arrays (writable copies), 0-d fields as (1,) (`batch`
+    leading axes kept)."""
+    out = {}
+    for name in obs.__dataclass_fields__:
+        x = np.array(getattr(obs, name))
+        out[name] = x.reshape(x.shape + (1,)) if x.ndim == batch else x
+    return out
+
+
+def _encode(obs: dict[str, np.ndarray], observation: str, batch: int = 0):
+    """`obs` as the adapter gives it: the dict, or one float32 vector per environment."""
+    if observation != "flat":
+        return obs
+    lead = next(iter(obs.values())).shape[:batch]
+    return np.concatenate([x.astype(np.float32).reshape(lead + (-1,)) for x in obs.values()],
+                          axis=-1)
 
 
 def _numpy_info(info: dict) -> dict[str, Any]:
@@ -150,46 +197,86 @@ class ClusterEnv(gym.Env):
     """One cluster as a `gymnasium.Env` (see the module docstring).
 
     Args:
-      params: a `vte.EnvParams`; or its fields as keywords (`num_nodes=16`, ...).
+      params: the environment's params (a `vte.EnvParams` for "Cluster-v0"); or the
+        keywords of its `vte.make` (`num_nodes=16`, ...; `subset=64` for "OpenB-v0").
       render_mode: None or "rgb_array" (`render()` returns an (H, W, 3) uint8 picture of
         the cluster, `vte.render.FRAME_SHAPE`).
-    The episode ends with `truncated=True` after `episode_len` decisions; call `reset`
-    then (the environment does not reset itself).
+      env_id: the registered vte environment ("Cluster-v0", "OpenB-v0").
+      observation: "dict" (one array per field, 0-d fields as (1,)) or "flat" (one (D,)
+        float32 vector, for MLP policies and `NormalizeObservation`).
+    The episode ends with `terminated` or `truncated` (after `max_episode_steps` decisions,
+    also in `spec.max_episode_steps`); stepping on after that without `reset` raises.
+    `action_masks()` gives the valid actions (sb3-contrib's MaskablePPO reads it).
     """
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
     def __init__(self, params=None, render_mode: str | None = None, env_id: str = ENV_ID,
-                 **fields):
+                 observation: str = "dict", **fields):
+        if observation not in OBSERVATION_MODES:
+            raise ValueError(f"observation={observation!r} is invalid: allowed one of "
+                             f"{OBSERVATION_MODES}")
         self.registration, self.env, self.params = _make(env_id, params, fields)
         _check_render_mode(render_mode)
         self.render_mode = render_mode
-        self.observation_space = observation_space(self.params, self.env)
+        self.observation = observation
+        self.observation_space = observation_space(self.params, self.env, observation)
         self.action_space = spaces.Discrete(self.env.num_actions(self.params))
+        self.max_episode_steps = int(self.params.max_steps_in_episode)
         self._state = None
         self._key: jax.Array | None = None
         self._last: dict | None = None
+        self._mask: np.ndarray | None = None
+        self._done = False
+
+    @property
+    def spec(self):
+        return self._spec
+
+    @spec.setter
+    def spec(self, value):
+        # gym.make sets the registered spec; it carries this environment's own step limit
+        # (which depends on its params) rather than None.
+        if value is not None and value.max_episode_steps is None:
+            import dataclasses
+            value = dataclasses.replace(value, max_episode_steps=self.max_episode_steps)
+        self._spec = value
+
+    _spec = None
+
+    def action_masks(self) -> np.ndarray:
+        """(num_actions,) bool, the valid actions of the current state (a copy)."""
+        if self._mask is None:
+            raise RuntimeError("call reset() before action_masks()")
+        return self._mask.copy()
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """A fresh scenario: (obs, info with `action_mask`). `options` is not used."""
         super().reset(seed=seed)
         self._key, k_reset = jax.random.split(_key_from(self.np_random))
         obs, self._state = _reset(self.env, k_reset, self.params)
-        self._last = None
+        self._last, self._done = None, False
         obs = _numpy_obs(obs)
-        return obs, {"action_mask": obs["action_mask"].astype(np.int8)}
+        self._mask = obs["action_mask"].astype(bool)
+        return _encode(obs, self.observation), {"action_mask": self._mask.astype(np.int8)}
 
     def step(self, action):
         """One decision: (obs, reward float, terminated bool, truncated bool, info)."""
         if self._state is None:
             raise RuntimeError("call reset() before step()")
+        if self._done:
+            raise RuntimeError("the episode has ended (terminated or truncated): call "
+                               "reset() before step()")
         self._key, k_step = jax.random.split(self._key)
         obs, self._state, reward, terminated, truncated, info = _step_env(
             self.env, k_step, self._state, _action(action), self.params)
         obs, info = _numpy_obs(obs), _numpy_info(info)
-        info["action_mask"] = obs["action_mask"].astype(np.int8)
+        self._mask = obs["action_mask"].astype(bool)
+        info["action_mask"] = self._mask.astype(np.int8)
         self._last = {"action": action, "reward": float(reward), **info}
-        return obs, float(reward), bool(terminated), bool(truncated), info
+        self._done = bool(terminated) or bool(truncated)
+        return (_encode(obs, self.observation), float(reward), bool(terminated),
+                bool(truncated), info)
 
     def render(self):
         """The cluster now, (H, W, 3) uint8, with the optimal action for its head request
@@ -282,7 +369,8 @@ class ClusterVectorEnv(gym.vector.VectorEnv):
 
     def __init__(self, num_envs: int = 1, params=None,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                 render_mode: str | None = None, env_id: str = ENV_ID, **fields):
+                 render_mode: str | None = None, env_id: str = ENV_ID,
+                 observation: str = "dict", **fields):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) \
                 or num_envs < 1:
             raise ValueError(f"num_envs={num_envs!r} is invalid: allowed an integer >= 1")
@@ -298,7 +386,11 @@ class ClusterVectorEnv(gym.vector.VectorEnv):
         self.num_envs = int(num_envs)
         self.render_mode = render_mode
         self.metadata = {**type(self).metadata, "autoreset_mode": mode}
-        self.single_observation_space = observation_space(self.params, self.env)
+        if observation not in OBSERVATION_MODES:
+            raise ValueError(f"observation={observation!r} is invalid: allowed one of "
+                             f"{OBSERVATION_MODES}")
+        self.observation = observation
+        self.single_observation_space = observation_space(self.params, self.env, observation)
         self.single_action_space = spaces.Discrete(self.env.num_actions(self.params))
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
@@ -335,8 +427,16 @@ class ClusterVectorEnv(gym.vector.VectorEnv):
         self._keys = keys[:, 0]
         obs, self._state = _reset_batch(self.env, keys[:, 1], self.params)
         self._pending = np.zeros(self.num_envs, bool)
-        obs = _numpy_obs(obs)
-        return obs, {"action_mask": obs["action_mask"].astype(np.int8)}
+        obs = _numpy_obs(obs, batch=1)
+        self._mask = obs["action_mask"].astype(bool)
+        return (_encode(obs, self.observation, batch=1),
+                {"action_mask": self._mask.astype(np.int8)})
+
+    def action_masks(self) -> np.ndarray:
+        """(num_envs, num_actions) bool, the valid actions of every environment (a copy)."""
+        if self._state is None:
+            raise RuntimeError("call reset() before action_masks()")
+        return self._mask.copy()
 
     def step(self, actions):
         """One decision in every environment: (obs, rewards (num_envs,) float32,
@@ -356,21 +456,25 @@ class ClusterVectorEnv(gym.vector.VectorEnv):
             obs, self._state, reward, terminated, truncated, info = _step_next_jit(
                 self.env, k_step, self._state, a, jnp.asarray(self._pending), self.params)
         final_obs = info.get("final_observation")
-        obs, info = _numpy_obs(obs), _numpy_info(info)
+        obs, info = _numpy_obs(obs, batch=1), _numpy_info(info)
         terminated, truncated = np.asarray(terminated), np.asarray(truncated)
         done = terminated | truncated
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            info = self._same_step_info(info, _numpy_obs(final_obs), done)
+            final = _encode(_numpy_obs(final_obs, batch=1), self.observation, batch=1)
+            info = self._same_step_info(info, final, done)
         else:
             self._pending = done
-        info["action_mask"] = obs["action_mask"].astype(np.int8)
-        return obs, np.asarray(reward, np.float32), terminated, truncated, info
+        self._mask = obs["action_mask"].astype(bool)
+        info["action_mask"] = self._mask.astype(np.int8)
+        return (_encode(obs, self.observation, batch=1), np.asarray(reward, np.float32),
+                terminated, truncated, info)
 
     def _same_step_info(self, info: dict, final: dict, done: np.ndarray) -> dict:
         """Gymnasium's SAME_STEP keys: `final_obs` (object array), `final_info`, masks."""
         final_obs = np.full(self.num_envs, None, dtype=object)
         for i in np.flatnonzero(done):
-            final_obs[i] = {name: value[i] for name, value in final.items()}
+            final_obs[i] = (final[i] if isinstance(final, np.ndarray)
+                            else {name: value[i] for name, value in final.items()})
         final_info = {**info, "_final_info": done.copy()} if done.any() else {}
         return {**info, "final_obs": final_obs, "_final_obs": done.copy(),
                 "final_info": final_info, "_final_info": done.copy()}

@@ -44,6 +44,7 @@ import vte
 from vte.params import EnvParams
 
 OBSERVATION_MODES = ("dict", "flat")
+STEP_APIS = ("gymnax", "legacy")   # 6 values (gymnax 1.0), or (obs, state, reward, done, info)
 
 
 def flatten_fields(obs, specs) -> jax.Array:
@@ -61,14 +62,22 @@ class ClusterEnv(environment.Environment):
         `EnvParams()`); every call also takes params explicitly, gymnax style.
       observation: "dict" (the environment's observation) or "flat" (a (D,) float32 vector).
       env_id: a registered vte environment ("Cluster-v0", "OpenB-v0").
+      step_api: "gymnax" (`step` returns gymnax 1.0's six values) or "legacy" (the five
+        values (obs, state, reward, done, info) with done = terminated | truncated, which
+        PureJaxRL's wrappers, rejax and `gymnax.experimental.RolloutWrapper` unpack).
       **fields: the keywords of its `vte.make` (e.g. `subset=64` for "OpenB-v0").
+    The params carry `max_steps_in_episode` (gymnax's name for the episode's step limit).
+    The environment deep-copies (`copy.deepcopy`, as rejax does).
     """
 
     def __init__(self, params=None, observation: str = "dict", env_id: str = "Cluster-v0",
-                 **fields):
+                 step_api: str = "gymnax", **fields):
         if observation not in OBSERVATION_MODES:
             raise ValueError(f"observation={observation!r} is invalid: allowed one of "
                              f"{OBSERVATION_MODES}")
+        if step_api not in STEP_APIS:
+            raise ValueError(f"step_api={step_api!r} is invalid: allowed one of {STEP_APIS}")
+        self.step_api = step_api
         reg = vte.registration(env_id)
         if params is not None:
             self.env, params = reg.make(params=params, **fields)
@@ -99,6 +108,8 @@ class ClusterEnv(environment.Environment):
                                                                         params)
         info = {**info, "final_observation": self._encode(info["final_observation"]),
                 "terminated": terminated, "truncated": truncated}
+        if self.step_api == "legacy":
+            return self._encode(obs), state, reward, terminated | truncated, info
         return self._encode(obs), state, reward, terminated, truncated, info
 
     def step_env(self, key: jax.Array, state: EnvState, action: int | jax.Array,

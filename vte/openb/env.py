@@ -72,6 +72,12 @@ class OpenBParams:
     def num_workloads(self) -> int:
         return int(self.length.shape[0])
 
+    @property
+    def max_steps_in_episode(self) -> int:
+        """Decisions in the longest workload of the bank (the padded length; an episode
+        terminates after its own workload's last pod), the name gymnax-based code reads."""
+        return int(self.pods.valid.shape[1])
+
 
 @struct.dataclass
 class EnvState:

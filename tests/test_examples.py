@@ -1,0 +1,72 @@
+"""The examples/ scripts run unchanged at toy size and report every baseline.
+
+The JAX ones (PureJaxRL-style, rejax) always run here (slow: they compile a whole
+training); the PyTorch ones (sb3-contrib, CleanRL-style) run where torch and sb3-contrib
+are installed (they are not in the dev extra: `pip install torch stable-baselines3
+sb3-contrib`); their full-size figures are in benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import sys
+
+import pytest
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+TOY = ["--num-nodes", "4"]
+
+
+@pytest.fixture(autouse=True)
+def examples_on_path(monkeypatch):
+    monkeypatch.syspath_prepend(EXAMPLES)
+
+
+def run(name: str, argv: list[str]) -> dict:
+    module = importlib.import_module(name)
+    scores = module.main(argv)
+    assert {"random_valid", "first_fit", "most_reliable"} <= set(scores)
+    assert all(math.isfinite(v) for v in scores.values())
+    return scores
+
+
+@pytest.mark.slow
+def test_purejaxrl_style_ppo_trains_and_reports(capsys):
+    scores = run("purejaxrl_ppo", TOY + ["--total-timesteps", "16384", "--num-envs", "16"])
+    assert "purejaxrl_ppo" in scores and "held-out" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_rejax_ppo_trains_and_reports(capsys):
+    pytest.importorskip("rejax")
+    scores = run("rejax_ppo", TOY + ["--total-timesteps", "16384"])
+    assert "rejax_ppo" in scores and "held-out" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_sb3_maskable_ppo_trains_and_reports():
+    pytest.importorskip("torch")
+    pytest.importorskip("sb3_contrib")
+    assert "maskable_ppo" in run("sb3_maskable_ppo", TOY + ["--total-timesteps", "2048"])
+
+
+@pytest.mark.slow
+def test_cleanrl_style_ppo_trains_and_reports():
+    pytest.importorskip("torch")
+    assert "cleanrl_ppo" in run("cleanrl_ppo", TOY + ["--total-timesteps", "2048",
+                                                      "--num-envs", "4", "--num-steps", "64"])
+
+
+def test_the_baselines_play_the_same_held_out_scenarios():
+    """Random valid actions are worse than first fit, which is worse than the best
+    heuristic, on the shared held-out scenarios (and the same policy scores the same)."""
+    import vte
+    sys.modules.pop("common", None)
+    common = importlib.import_module("common")
+    params = vte.EnvParams(num_nodes=8, episode_len=16)
+    a = common.held_out({}, params, episodes=8)
+    b = common.held_out({}, params, episodes=8)
+    assert a == b
+    assert a["random_valid"] < a["most_reliable"]
