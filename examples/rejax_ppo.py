@@ -10,7 +10,8 @@ environment. vte's gymnax adapter offers all three:
     env = ClusterEnv(vte.EnvParams(num_nodes=16), observation="flat", step_api="legacy")
 
 The agent ignores the action mask (an invalid action is penalised beyond the worst valid
-one, vte/MODEL.md section 4). It prints the greedy policy's held-out return beside random
+one, vte/MODEL.md section 4). gamma = 0: each decision's reward is its own regret against
+the optimum, so later rewards only add noise to its credit (vte's own PPO runs --gamma 0). It prints the greedy policy's held-out return beside random
 valid actions and the heuristics.
 """
 
@@ -39,8 +40,8 @@ def main(argv=None) -> dict:
     env = ClusterEnv(params, observation="flat", step_api="legacy")     # the vte line
     algo = PPO.create(env=env, env_params=env.default_params,
                       total_timesteps=args.total_timesteps, num_envs=64, num_steps=128,
-                      num_epochs=4, num_minibatches=8, learning_rate=2.5e-4,
-                      max_grad_norm=0.5, gamma=0.99, gae_lambda=0.95, ent_coef=0.01,
+                      num_epochs=4, num_minibatches=8, learning_rate=1e-3,
+                      max_grad_norm=0.5, gamma=0.0, gae_lambda=0.95, ent_coef=0.01,
                       eval_freq=max(args.total_timesteps // 4, 64 * 128),
                       agent_kwargs={"activation": "tanh", "hidden_layer_sizes": (128, 128)})
     start = time.perf_counter()

@@ -298,3 +298,15 @@ def test_network_grad_refuses_sizes_the_trainers_refuse(capsys):
     with pytest.raises(SystemExit):
         network_grad.main(["--imitate-envs", "3"])
     assert "--imitate-envs=3 is invalid for the trainer's defaults" in capsys.readouterr().err
+
+
+def test_adapters_benchmark_reports_the_three_rates(tmp_path, capsys):
+    from benchmarks import adapters
+    out = adapters.main(["--num-envs", "4", "--num-nodes", "4", "--steps", "8",
+                         "--json", str(tmp_path / "a.json")])
+    for key in ("gymnasium_make_vec", "vte_step_per_call", "vte_step_scanned"):
+        assert out[key] > 0
+    assert json.load(open(tmp_path / "a.json")) == out
+    assert "x the adapter" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        adapters.main(["--steps", "0"])
