@@ -315,3 +315,28 @@ def test_vector_bad_arguments_are_named():
     envs.reset(seed=0)
     with pytest.raises(ValueError, match=r"allowed integers of shape \(num_envs,\) = \(64,\)"):
         envs.step(np.zeros(NUM_ENVS + 1, int))
+
+
+def test_gymnax_clients_run_unchanged_rollout_wrapper_legacy_step_and_deepcopy():
+    """gymnax's RolloutWrapper (gymnax 1.0 step, `max_steps_in_episode` of the params), the
+    legacy five-value step PureJaxRL's wrappers and rejax unpack, and a deep copy."""
+    import copy
+
+    from gymnax.experimental import RolloutWrapper
+
+    env = GymnaxEnv(SMALL, observation="flat")
+    assert env.default_params.max_steps_in_episode == SMALL.episode_len
+
+    def forward(policy_params, obs, key):
+        return jnp.argmax(obs[-(SMALL.num_nodes + 1):]).astype(jnp.int32)   # a valid action
+
+    rollout = RolloutWrapper(forward, env=env, env_params=env.default_params)
+    obs, action, reward, next_obs, done, ret = rollout.single_rollout(jax.random.PRNGKey(0), None)
+    assert reward.shape == (SMALL.episode_len,) and bool(done[-1]) and np.isfinite(float(ret))
+
+    legacy = copy.deepcopy(GymnaxEnv(SMALL, observation="flat", step_api="legacy"))
+    obs, state = legacy.reset(jax.random.PRNGKey(1), legacy.default_params)
+    out = legacy.step(jax.random.PRNGKey(2), state, 0, legacy.default_params)
+    assert len(out) == 5 and out[3].dtype == jnp.bool_
+    with pytest.raises(ValueError, match="step_api='five' is invalid"):
+        GymnaxEnv(SMALL, step_api="five")
