@@ -340,3 +340,16 @@ def test_gymnax_clients_run_unchanged_rollout_wrapper_legacy_step_and_deepcopy()
     assert len(out) == 5 and out[3].dtype == jnp.bool_
     with pytest.raises(ValueError, match="step_api='five' is invalid"):
         GymnaxEnv(SMALL, step_api="five")
+
+
+def test_sb3_check_env_passes_and_the_flat_observation_draws_no_warning():
+    """Stable-Baselines3's checker (where it is installed: not in the dev extra, it needs
+    torch) on both observation forms; the flat one draws no warning at all."""
+    import warnings
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.env_checker import check_env
+    check_env(vg.ClusterEnv(SMALL))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(vg.ClusterEnv(SMALL, observation="flat"))
+    assert [str(w.message) for w in caught] == []
