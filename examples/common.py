@@ -20,6 +20,7 @@ import numpy as np
 
 import vte
 import vte.adapters.gymnasium  # noqa: F401  (registers "vte/Cluster-v0")
+from vte.adapters.specs import flatten_fields
 
 HELD_OUT_SEED = 1_000_000      # training runs use small seeds; these scenarios are held out
 EPISODES = 32
@@ -29,8 +30,7 @@ BASELINES = ("random_valid", "first_fit", "most_reliable")
 def flat(obs: dict) -> np.ndarray:
     """(num_envs, D) float32: the dict observation as the adapters' flat vector (fields in
     order, booleans as 0/1), for policies trained on `observation="flat"`."""
-    n = next(iter(obs.values())).shape[0]
-    return np.concatenate([np.asarray(v, np.float32).reshape(n, -1) for v in obs.values()], -1)
+    return flatten_fields(obs, batch=1)
 
 
 def _heuristic(name: str, params: vte.EnvParams):

@@ -31,11 +31,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from vte import catalogue as C
 from vte import dynamics, fusion, rng, scenario, scoring, twin
-from vte.environment import Environment, action_index as _action_index, narrow_action, reset_key
+from vte.environment import Environment, action_index as _action_index
+from vte.environment import narrow_action, reset_key  # noqa: F401  (vte.env.* names of before)
 from vte.observation import get_obs, static_node_features
 from vte.params import EnvParams, check_param_shapes, num_actions
 from vte.types import Counters, EnvState, Observation, Requests

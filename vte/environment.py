@@ -32,7 +32,7 @@ pure, deterministic for a key, and works under `jax.jit` and `jax.vmap`.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Generic, NamedTuple, TypeVar
+from typing import Callable, Generic, NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp

@@ -47,9 +47,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from vte import catalogue as C
 from vte import heuristics
-from vte.env import reset as vte_reset
 from vte.env import reward as env_reward
-from vte.env import step as vte_step
 from vte import registry
 from vte.params import EnvParams
 from vte.dynamics import measure
@@ -328,22 +326,12 @@ def episode_frames(policy: Policy, params: EnvParams, key: jax.Array,
     """`steps` frames of one episode: each the state before a decision, with the policy's
     action and the optimal one. Deterministic for a key (the policy draws its own key
     from it). Auto-resets as `vte.step` does when `steps` exceeds `episode_len`."""
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps={steps!r} is invalid: allowed an integer >= 1")
     if not callable(policy):
         raise ValueError(f"policy={policy!r} is invalid: allowed a callable "
                          f"(key, obs, params) -> action")
-    act = jax.jit(policy)
-    step = jax.jit(vte_step)
-    k_reset, key = jax.random.split(key)
-    obs, state = jax.jit(vte_reset)(k_reset, params)
-    frames = []
-    for _ in range(steps):
-        key, k_policy, k_step = jax.random.split(key, 3)
-        action = act(k_policy, obs, params)
-        frames.append(frame(state, params, int(action), int(state.scores.optimum)))
-        obs, state, *_ = step(k_step, state, jnp.asarray(action, jnp.int32), params)
-    return frames
+    env, params = SYNTHETIC.make(params=params)
+    return env_episode_frames(SYNTHETIC.id, SYNTHETIC.as_action(policy), key, steps,
+                              env=env, params=params)
 
 
 def save_animation(frames: list[np.ndarray], path: str, fps: float = 2.0) -> None:
@@ -366,7 +354,7 @@ def resolve_policy(spec: str, run_seed: int = 0) -> tuple[Policy, dict | None]:
     if os.path.isdir(spec):
         from vte.checkpoint import load_config, load_policy
         config = load_config(spec)
-        if registry.of_run(config).render is not SYNTHETIC.render:
+        if registry.of_run(config) is not SYNTHETIC:
             raise ValueError(f"--policy {spec!r} trained on {registry.of_run(config).id}; "
                              "this draws vte's clusters (python -m vte.render --env "
                              f"{registry.of_run(config).flag} draws it)")

@@ -60,6 +60,7 @@ from gymnasium.vector.vector_env import AutoresetMode
 
 import vte
 from vte.environment import reset_key
+from vte.adapters.specs import bounds_of, flatten_fields
 from vte.params import EnvParams
 
 ENV_ID = "vte/Cluster-v0"
@@ -112,8 +113,7 @@ def observation_space(params, env=None, observation: str = "dict") -> spaces.Spa
     env = vte.env.ENV if env is None else env
     specs = _specs(env, params)
     if observation == "flat":
-        low = np.concatenate([s.low.astype(np.float32).ravel() for s in specs.values()])
-        high = np.concatenate([s.high.astype(np.float32).ravel() for s in specs.values()])
+        low, high = bounds_of(specs)
         return spaces.Box(low, high, low.shape, np.float32)
     return spaces.Dict({name: spaces.Box(s.low, s.high, s.shape, s.dtype)
                         for name, s in specs.items()})
@@ -137,11 +137,7 @@ def _numpy_obs(obs, batch: int = 0) -> dict[str, np.ndarray]:
 
 def _encode(obs: dict[str, np.ndarray], observation: str, batch: int = 0):
     """`obs` as the adapter gives it: the dict, or one float32 vector per environment."""
-    if observation != "flat":
-        return obs
-    lead = next(iter(obs.values())).shape[:batch]
-    return np.concatenate([x.astype(np.float32).reshape(lead + (-1,)) for x in obs.values()],
-                          axis=-1)
+    return flatten_fields(obs, batch) if observation == "flat" else obs
 
 
 def _numpy_info(info: dict) -> dict[str, Any]:
@@ -320,7 +316,7 @@ def _step_next(env, keys, state, actions, pending, params):
     """NEXT_STEP: environments done in the previous step (`pending`) reset now and ignore
     their action (reward 0, not done); the others take one decision without auto-reset.
     The reset runs only when some environment is pending; its key is the one `vte.step`
-    would use (`vte.env.reset_key`)."""
+    would use (`vte.environment.reset_key`)."""
     obs, new, reward, terminated, truncated, info = jax.vmap(
         env.step_env, (0, 0, 0, None))(keys, state, actions, params)
     n = pending.shape[0]

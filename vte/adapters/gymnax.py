@@ -15,7 +15,7 @@ Needs the optional extra: `pip install -e ".[gymnax]"` (gymnax >= 1.0).
 Observation: with `observation="dict"` (default) a `vte.Observation`, whose space is a
   `spaces.Dict` of `spaces.Box`es with the shapes, dtypes and bounds of
   `vte.adapters.specs.observation_specs`; with `observation="flat"` the same fields as
-  one (D,) float32 vector (`vte.adapters.specs.flatten`, booleans as 0/1), a
+  one (D,) float32 vector (`vte.adapters.specs.flatten_fields`, booleans as 0/1), a
   `spaces.Box`, which gymnax's `FlattenObservationWrapper` requires.
 Action: `spaces.Discrete(N + 1)`, int32; `a < N` places the head request on node a,
   `a == N` defers it (`vte.step`).
@@ -37,21 +37,15 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from gymnax.environments import environment, spaces
 
 import vte
+from vte.adapters.specs import bounds_of, flatten_fields
 from vte.params import EnvParams
+from vte.types import EnvState
 
 OBSERVATION_MODES = ("dict", "flat")
 STEP_APIS = ("gymnax", "legacy")   # 6 values (gymnax 1.0), or (obs, state, reward, done, info)
-
-
-def flatten_fields(obs, specs) -> jax.Array:
-    """(D,) float32: the observation's fields in `specs` order, each raveled, booleans as
-    0/1 (any registered environment; `vte.adapters.specs.flatten` for the synthetic one)."""
-    return jnp.concatenate([jnp.ravel(jnp.asarray(getattr(obs, f)).astype(jnp.float32))
-                            for f in specs])
 
 
 class ClusterEnv(environment.Environment):
@@ -94,7 +88,8 @@ class ClusterEnv(environment.Environment):
     def _encode(self, obs):
         if self.observation != "flat":
             return obs
-        return flatten_fields(obs, self.env.observation_specs(self._params))
+        return flatten_fields({f: getattr(obs, f) for f in
+                               self.env.observation_specs(self._params)})
 
     @partial(jax.jit, static_argnames=("self",))
     def step(self, key: jax.Array, state: EnvState, action: int | jax.Array,
@@ -155,8 +150,7 @@ class ClusterEnv(environment.Environment):
         params = self._params if params is None else params
         specs = self.env.observation_specs(params)
         if self.observation == "flat":
-            low = np.concatenate([s.low.astype(np.float32).ravel() for s in specs.values()])
-            high = np.concatenate([s.high.astype(np.float32).ravel() for s in specs.values()])
+            low, high = bounds_of(specs)
             return spaces.Box(low, high, low.shape, jnp.float32)
         return spaces.Dict({name: spaces.Box(s.low, s.high, s.shape, s.dtype)
                             for name, s in specs.items()})

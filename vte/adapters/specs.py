@@ -78,10 +78,26 @@ def flat_size(params: EnvParams) -> int:
 def flat_bounds(params: EnvParams) -> tuple[np.ndarray, np.ndarray]:
     """(low, high), each (D,) float32: the field bounds laid out as `flatten` lays out the
     fields (booleans as 0 and 1)."""
-    specs = observation_specs(params).values()
-    low = np.concatenate([s.low.astype(np.float32).ravel() for s in specs])
-    high = np.concatenate([s.high.astype(np.float32).ravel() for s in specs])
+    return bounds_of(observation_specs(params))
+
+
+def bounds_of(specs: dict[str, FieldSpec]) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high), each (D,) float32: the bounds of any environment's specs laid out as
+    `flatten_fields` lays out its fields (booleans as 0 and 1)."""
+    low = np.concatenate([s.low.astype(np.float32).ravel() for s in specs.values()])
+    high = np.concatenate([s.high.astype(np.float32).ravel() for s in specs.values()])
     return low, high
+
+
+def flatten_fields(fields: dict, batch: int = 0):
+    """(*B, D) float32: any environment's observation fields (a dict in its specs' order)
+    each raveled after the `batch` leading axes and joined, booleans as 0/1. JAX or NumPy
+    arrays in, the same kind out; works under jit and vmap."""
+    first = next(iter(fields.values()))
+    xp = np if isinstance(first, np.ndarray) else jnp
+    lead = tuple(np.shape(first)[:batch])
+    return xp.concatenate([xp.reshape(xp.asarray(x).astype(np.float32), lead + (-1,))
+                           for x in fields.values()], axis=-1)
 
 
 def flatten(obs: Observation):
@@ -100,4 +116,4 @@ def flatten(obs: Observation):
 
 
 __all__ = ["FIELDS", "FieldSpec", "feature_bound", "observation_specs", "flat_size",
-           "flat_bounds", "flatten", "NODE_LOW", "NODE_HIGH", "REQUEST_LOW", "REQUEST_HIGH"]
+           "flat_bounds", "flatten", "bounds_of", "flatten_fields", "NODE_LOW", "NODE_HIGH", "REQUEST_LOW", "REQUEST_HIGH"]
