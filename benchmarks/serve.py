@@ -49,7 +49,7 @@ def make_bodies(nodes: int, tasks: int, distinct: int, seed: int = 0) -> list[by
 
 
 async def drive(url: str, key: str, bodies: list[bytes], requests: int, clients: int):
-    import httpx
+    import httpx2 as httpx   # the HTTP client Starlette now recommends (httpx is deprecated there)
 
     latencies, errors = [], 0
     counter = iter(range(requests))
@@ -76,7 +76,7 @@ async def drive(url: str, key: str, bodies: list[bytes], requests: int, clients:
 
 
 def wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 600.0) -> None:
-    import httpx
+    import httpx2 as httpx   # the HTTP client Starlette now recommends (httpx is deprecated there)
 
     deadline = time.time() + timeout
     while time.time() < deadline:

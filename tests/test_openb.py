@@ -436,3 +436,56 @@ def test_grid_below_100_percent_and_empty_bins_give_null_not_nan(tmp_path):
     assert r["alloc_at_end"] is None or 0 <= r["alloc_at_end"]["mean"] <= 100
     json.dumps(result, allow_nan=False)                        # valid JSON: no NaN anywhere
     assert format_table(result).splitlines()[2].startswith("BestFit")
+
+
+def _fake_grid(seeds, published=True):
+    """A grid result of the shape run_grid returns, without replaying anything."""
+    stat = {"mean": 95.0, "std": 0.1}
+    pub = {"100": (95.23, 0.11), "end": (95.39, 0.08)} if published else None
+    policies = {name: {"published": pub, "alloc_at_100": stat, "alloc_at_end": stat,
+                       "failed_pods": {"mean": 1.0},
+                       "curves": {"alloc": [0.0, 50.0, 90.0], "frag": [0.0, 1.0, 2.0]}}
+                for name in ("gpu_clustering", "gpu_packing", "fgd", "runs/mine")}
+    return {"trace": {"pods": "default", "nodes": "gpu", "num_nodes": 1213, "num_gpus": 6212},
+            "tune": 1.3, "seeds": list(seeds), "end_percent": 130, "policies": policies,
+            "seconds": 1.0, "seconds_per_experiment": 0.1, "platform": "cpu", "device": "cpu",
+            "jax_version": jax.__version__}
+
+
+def test_the_table_warns_when_fewer_seeds_than_published_are_compared():
+    from vte.openb.experiment import PUBLISHED_SEEDS, format_table
+    two = format_table(_fake_grid([42, 43]))
+    assert "this grid ran 2 (42, 43)" in two and "--seeds 10" in two
+    assert "warning" not in format_table(_fake_grid(PUBLISHED_SEEDS))
+    assert "warning" not in format_table(_fake_grid([42, 43], published=False))
+
+
+def test_every_policy_keeps_its_colour_and_style_whatever_the_order(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    from vte.openb.experiment import plot, style_of
+    styles = {n: (style_of(n)["color"], style_of(n)["ls"], style_of(n)["marker"])
+              for n in ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit",
+                        "fgd")}
+    assert len(set(styles.values())) == len(styles)          # no two published ones alike
+    assert style_of("runs/mine") == style_of("runs/mine")
+    grid = _fake_grid([42])
+    seen = []
+    real_close = plt.close
+    for order in (list(grid["policies"]), list(reversed(grid["policies"]))):
+        grid["policies"] = {n: grid["policies"][n] for n in order}
+        captured = {}
+
+        def close(fig, captured=captured):
+            for line in fig.axes[0].lines:
+                captured[line.get_label()] = (line.get_color(), line.get_linestyle())
+            real_close(fig)
+        plt.close = close
+        try:
+            plot(grid, str(tmp_path / "g.png"))
+        finally:
+            plt.close = real_close
+        seen.append(captured)
+    assert seen[0] == seen[1]
+    assert seen[0]["GpuClustering"] != seen[0]["GpuPacking"]

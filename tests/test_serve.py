@@ -270,21 +270,7 @@ def test_a_trained_run_serves(tmp_path):
 # Export and packaging
 # --------------------------------------------------------------------------
 
-@pytest.fixture
-def no_persistent_cache():
-    """The persistent compilation cache off for one test: in a whole clean run (after the
-    rest of the suite, cache empty) JAX's write of the export program's executable
-    segfaults (jax/_src/compilation_cache.py put_executable_and_time, jax 0.10.2); alone
-    it passes. The program is still compiled and run, only not written to the cache."""
-    from jax._src import compilation_cache   # JAX decides once per process: reset it
-    jax.config.update("jax_enable_compilation_cache", False)
-    compilation_cache.reset_cache()
-    yield
-    jax.config.update("jax_enable_compilation_cache", True)
-    compilation_cache.reset_cache()
-
-
-def test_export_writes_requests_and_the_optimal_placements(tmp_path, no_persistent_cache):
+def test_export_writes_requests_and_the_optimal_placements(tmp_path):
     from vte.export import main
     out = tmp_path / "decice"
     files = main(["decice", "--episodes", "2", "--out", str(out), "--warmup-steps", "3",

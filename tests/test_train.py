@@ -208,12 +208,18 @@ def test_runs_saved_before_a_field_existed_load_with_what_they_did():
     (["--samples-per-state", "4", "--gamma", "0.9"],
      "--samples-per-state=4 is invalid: allowed 1 with --gamma 0.9"),
     (["--samples-per-state", "0"], "--samples-per-state=0 is invalid"),
+    # A default made invalid by a flag passed: the message blames the flag passed.
+    (["--num-envs", "4095"], "--num-minibatches was not given: its default 32 does not fit "
+                             "--num-envs=4095; pass --num-minibatches too"),
+    (["--devices", "2"], "XLA_FLAGS=--xla_force_host_platform_device_count=N gives N devices"),
 ])
 def test_bad_flags_fail_before_any_work(argv, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
         ppo.main(argv + ["--out", str(tmp_path / "x")])
     assert exc.value.code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1, err   # one line, not the usage of every flag
     assert not os.path.exists(tmp_path / "x")
 
 

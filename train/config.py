@@ -125,11 +125,12 @@ class TrainConfig:
         batch = self.num_envs * self.num_steps
         if self.total_timesteps < batch:
             raise invalid("total_timesteps", self.total_timesteps,
-                           f"at least num_envs * num_steps = {batch} (one update)")
+                           f"at least num_envs * num_steps = {batch} (one update)",
+                           depends=("num_envs", "num_steps"))
         if batch % self.num_minibatches:
             raise invalid("num_minibatches", self.num_minibatches,
                            f"a divisor of num_envs * num_steps = {self.num_envs} * "
-                           f"{self.num_steps} = {batch}")
+                           f"{self.num_steps} = {batch}", depends=("num_envs", "num_steps"))
         self.registration.check_config(self)
 
     @property
@@ -308,18 +309,20 @@ class PPOConfig(TrainConfig):
                                and self.samples_per_state == 1 and scorable)
         if self.all_actions and self.samples_per_state > 1:
             raise invalid("samples_per_state", self.samples_per_state,
-                          "1 with --all-actions (every action is already scored)")
+                          "1 with --all-actions (every action is already scored)",
+                          depends=("all_actions",))
         if self.all_actions and self.gamma != 0:
             raise invalid("gamma", self.gamma, "0 with --all-actions (actions are scored "
-                          "by their immediate reward, their whole return only at --gamma 0)")
+                          "by their immediate reward, their whole return only at --gamma 0)",
+                          depends=("all_actions",))
         if self.all_actions and not scorable:
             raise invalid("env", self.env, f"one of {_scorable()} with --all-actions (the "
-                          f"reward of {self.env} needs a step)")
+                          f"reward of {self.env} needs a step)", depends=("all_actions",))
         if self.samples_per_state > 1 and self.gamma != 0:
             raise invalid("samples_per_state", self.samples_per_state,
                           f"1 with --gamma {self.gamma} (the extra actions are scored by "
                           "their immediate reward, which is their whole return only at "
-                          "--gamma 0)")
+                          "--gamma 0)", depends=("gamma",))
         if self.samples_per_state > 1 and not scorable:
             raise invalid("samples_per_state", self.samples_per_state,
                           f"1 with --env {self.env} (its reward needs a step)")

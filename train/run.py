@@ -57,9 +57,32 @@ from vte.files import atomic_write, atomic_write_text
 # --------------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    """Errors in one line (the usage block of every flag would bury the message)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists every flag)\n")
+
+
+def blame(err: ValueError, given: set[str], values: argparse.Namespace) -> str:
+    """The message of a bad flag, saying which flags the user passed made a default
+    invalid when the flag named was not passed itself (a cross-check)."""
+    if not isinstance(err, registry.FlagError):
+        return str(err)
+    flag = "--" + err.name.replace("_", "-")
+    if flag in given:
+        return str(err)
+    passed = [d for d in err.depends if "--" + d.replace("_", "-") in given]
+    if not passed:
+        return f"{err} ({flag} was not given: {err.value!r} is its default)"
+    with_ = ", ".join(f"--{d.replace('_', '-')}={getattr(values, d, '?')!r}" for d in passed)
+    return (f"{err} ({flag} was not given: its default {err.value!r} does not fit "
+            f"{with_}; pass {flag} too)")
+
+
 def build_parser(config_cls: type[TrainConfig], description: str) -> argparse.ArgumentParser:
     """The config's flags (generated from its fields) and the run's own flags."""
-    p = argparse.ArgumentParser(prog=f"train/{config_cls.algorithm}.py",
+    p = _Parser(prog=f"train/{config_cls.algorithm}.py",
                                 description=description,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     groups = config_cls.add_flags(p)
@@ -97,7 +120,9 @@ def check_devices(config: TrainConfig, devices: int | None) -> int:
         return config.num_envs % (d * hosts) == 0 and minibatch % (d * hosts) == 0
 
     if not (isinstance(n, int) and 1 <= n <= local):
-        raise invalid("devices", n, f"1..{local}, the number of devices of this process")
+        hint = (" (on a CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N gives N "
+                "devices)" if jax.local_devices()[0].platform == "cpu" else "")
+        raise invalid("devices", n, f"1..{local}, the number of devices of this process{hint}")
     if not fits(n):
         allowed = ", ".join(str(d) for d in range(1, local + 1) if fits(d)) or "none"
         times = f", times {hosts} processes," if hosts > 1 else ""
@@ -220,7 +245,7 @@ def _parse_config(parser, args, config_cls: type[TrainConfig], argv: list[str] =
     try:
         config = config_cls.from_namespace(args)
     except ValueError as err:
-        parser.error(str(err))
+        parser.error(blame(err, _flags_given(parser, argv), args))
     if config.init_from is not None:
         try:
             source = ckpt.load_config(config.init_from)

@@ -22,10 +22,21 @@ import importlib
 from typing import Any, Callable, Mapping
 
 
-def flag_error(name: str, value, allowed: str) -> ValueError:
+class FlagError(ValueError):
+    """A bad command-line value. `name` is the flag's field name, `value` its value and
+    `depends` the other flags whose values make it invalid (a cross-check), so a tool can
+    say which flag the user passed made a default invalid."""
+
+    def __init__(self, name: str, value, allowed: str, depends: tuple[str, ...] = ()):
+        super().__init__(f"--{name.replace('_', '-')}={value!r} is invalid: allowed {allowed}")
+        self.name, self.value, self.allowed, self.depends = name, value, allowed, depends
+
+
+def flag_error(name: str, value, allowed: str, depends: tuple[str, ...] = ()) -> FlagError:
     """The one error of a bad command-line value: names the flag, its value and what is
-    allowed (`train.config` and every registration use it)."""
-    return ValueError(f"--{name.replace('_', '-')}={value!r} is invalid: allowed {allowed}")
+    allowed (`train.config` and every registration use it); `depends` names the other
+    flags of a cross-check (e.g. ("num_envs", "num_steps") for --num-minibatches)."""
+    return FlagError(name, value, allowed, depends)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -58,7 +58,7 @@ def check_config(config) -> None:
     teacher = getattr(config, "teacher", None)
     if teacher not in (None,) + TEACHERS:
         raise flag_error("teacher", teacher, "optimal with --env synthetic (the six "
-                         "published policies are OpenB's)")
+                         "published policies are OpenB's)", depends=("env",))
     try:
         run_params(config, train=True)
     except ValueError as err:   # EnvParams names the field and what is allowed

@@ -52,6 +52,27 @@ DISPLAY = {"random": "Random", "dot_product": "DotProd", "gpu_clustering": "GpuC
            "gpu_packing": "GpuPacking", "best_fit": "BestFit", "fgd": "FGD"}
 
 
+# One colour, line style and marker per published policy in every figure, whatever the
+# order of --policies; GpuClustering and GpuPacking can coincide, so they differ in style.
+STYLES = {"random": dict(color="tab:gray", ls="-", marker=None),
+          "dot_product": dict(color="tab:purple", ls="-.", marker=None),
+          "gpu_clustering": dict(color="tab:olive", ls="--", marker="x", markevery=10),
+          "gpu_packing": dict(color="tab:orange", ls="-", marker=None),
+          "best_fit": dict(color="tab:blue", ls="-", marker=None),
+          "fgd": dict(color="tab:red", ls="-", marker=None)}
+_OTHER_COLORS = ("tab:green", "tab:brown", "tab:pink", "tab:cyan", "black")
+
+
+def style_of(name: str) -> dict:
+    """Matplotlib line keywords of a policy: fixed for the published ones; a trained run
+    or another name gets a colour of its own, from its name (the same in every figure)."""
+    if name in STYLES:
+        return dict(STYLES[name])
+    digest = sum((i + 1) * ord(c) for i, c in enumerate(name))
+    return dict(color=_OTHER_COLORS[digest % len(_OTHER_COLORS)], ls=":", marker=".",
+                markevery=10)
+
+
 def published_for(pods: PodTable, tune: float, nodes: NodeTable) -> dict | None:
     """The published figures of a bundled pod file on the bundled GPU nodes at tune 1.3, else None."""
     from vte.openb.trace import DATA_DIR, NODE_FILES, POD_FILES
@@ -157,6 +178,21 @@ def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[st
     }
 
 
+def seed_warning(result: dict) -> str | None:
+    """A warning when the grid compares with published means over other seeds than theirs
+    (fewer than ten, or not 42..51): a gap then may be seed noise, not a fidelity failure.
+    None when nothing is compared or the seeds are the published ones."""
+    compared = any(r["published"] for r in result["policies"].values())
+    seeds = tuple(result["seeds"])
+    if not compared or seeds == PUBLISHED_SEEDS:
+        return None
+    return (f"warning: the published means stand on the {len(PUBLISHED_SEEDS)} seeds "
+            f"{PUBLISHED_SEEDS[0]}..{PUBLISHED_SEEDS[-1]}; this grid ran {len(seeds)} "
+            f"({', '.join(map(str, seeds[:5]))}{', ...' if len(seeds) > 5 else ''}), so a diff "
+            f"of a few tenths of a point may be seed noise: --seeds {len(PUBLISHED_SEEDS)} "
+            "compares like with like")
+
+
 def format_table(result: dict) -> str:
     """The grid as a text table, beside the published means when there are some."""
     end = result["end_percent"]
@@ -177,6 +213,9 @@ def format_table(result: dict) -> str:
             row += f"{cell(mine):>16}{(f'{ref[0]:.2f} ± {ref[1]:.2f}' if ref else '-'):>16}{diff:>7}"
         row += f"{r['failed_pods']['mean']:>13.1f}"
         lines.append(row)
+    warning = seed_warning(result)
+    if warning:
+        lines.append(warning)
     lines.append(f"{result['seconds']:.1f} s in all ({result['seconds_per_experiment']:.2f} s per "
                  f"policy x seed, compilation included) on {result['platform']} "
                  f"({result['device']}), jax {result['jax_version']}")
@@ -192,7 +231,8 @@ def plot(result: dict, path: str) -> None:
     for name, r in result["policies"].items():
         for ax, key in zip(axes, ("alloc", "frag")):
             ys = np.array([np.nan if v is None else v for v in r["curves"][key]], float)
-            ax.plot(np.arange(len(ys)), ys, label=DISPLAY.get(name, name))
+            ax.plot(np.arange(len(ys)), ys, label=DISPLAY.get(name, name), lw=1.4,
+                    **style_of(name))
     axes[0].plot([0, 100], [0, 100], color="grey", lw=0.8, ls=":", label="all arrived demand")
     axes[0].set(xlabel="arrived GPU demand (% of cluster GPUs)", ylabel="GPU allocation (%)",
                 title="GPU allocation (paper fig. 9a)")

@@ -98,7 +98,7 @@ def check_config(config) -> None:
     teacher = getattr(config, "teacher", None)
     if teacher is not None and teacher not in TEACHERS:
         raise flag_error("teacher", teacher, "one of " + ", ".join(TEACHERS) + " with --env "
-                         "openb (the trace has no known optimum)")
+                         "openb (the trace has no known optimum)", depends=("env",))
     try:
         nodes = load_node_table(config.nodes)
     except (TraceError, OSError, ValueError) as err:
@@ -111,7 +111,7 @@ def check_config(config) -> None:
                          f"a pod file of the OpenB format ({err})") from None
     if config.num_nodes > len(nodes):
         raise flag_error("num_nodes", config.num_nodes, f"1..{len(nodes)}, the node file's "
-                         "nodes, with --env openb")
+                         "nodes, with --env openb", depends=("env", "nodes"))
 
 
 def network(hidden: int):
