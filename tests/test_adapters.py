@@ -1,6 +1,7 @@
 """The gymnax and Gymnasium adapters: spaces, equality with vte under jit and vmap,
 gymnax's wrappers, Gymnasium's checker, seeding and the vector env's autoreset modes."""
 
+import re
 import subprocess
 import sys
 
@@ -64,13 +65,170 @@ def test_import_vte_imports_neither_library():
 # --------------------------------------------------------------------------
 
 def test_feature_bounds_cover_every_column_and_reject_unknown_ones():
+    """The bounds come from the catalogue's ranges (and the params), not typed-in numbers."""
+    from vte import catalogue as C
+    from vte.observation import ROUNDING_MARGIN as M
+
+    def widened(x):                           # a float32 draw's extreme, widened by M
+        return pytest.approx(x * (1 + M), rel=1e-6)
+
     assert specs.NODE_LOW.shape == (vte.NODE_FEATURES,)
     assert specs.REQUEST_HIGH.shape == (vte.REQUEST_FEATURES,)
     assert specs.feature_bound("tier_edge") == (0.0, 1.0)
-    assert specs.feature_bound("free_cores/64") == (-np.inf, np.inf)
-    assert specs.feature_bound("speed") == (0.0, np.inf)
+    assert specs.feature_bound("cpu_util") == (0.0, 1.0)
+    assert specs.feature_bound("jobs/slots") == (0.0, 1.0)
+    # Capacities and demands: whole draws, exact.
+    assert specs.feature_bound("cpu_cores/64") == (0.0, C.KIND_CORES.max() / 64)
+    assert specs.feature_bound("memory_gib/256") == (0.0, C.KIND_MEM_GIB.max() / 256)
+    assert specs.feature_bound("gpus/8") == (0.0, C.KIND_GPUS.max() / 8)
+    assert specs.feature_bound("disk_gib/1000") == (0.0, np.float32(C.KIND_DISK_GIB.max() / 1000))
+    lo, hi = specs.REQUEST_LOW, specs.REQUEST_HIGH
+    request = dict(zip(vte.REQUEST_FEATURE_NAMES, zip(lo.tolist(), hi.tolist())))
+    assert request["cpu_cores/64"] == (0.0, C.ARCH_CORES.max() / 64)
+    assert request["memory_gib/256"] == (0.0, C.ARCH_MEM_GIB.max() / 256)
+    assert request["gpus/8"] == (0.0, C.ARCH_GPUS.max() / 8)
+    # The disk demand is the data size rounded up, which float32 may push one GB past.
+    assert request["disk_gib/1000"][1] == pytest.approx((C.ARCH_DATA_GB.max() + 1) / 1000)
+    assert request["work_hours"][1] == widened(C.ARCH_SECONDS.max() / 3600)
+    assert request["latency_bound_ms/100"][1] == widened(C.ARCH_LATENCY_MS.max() / 100)
+    assert request["data_gb/100"][1] == widened(C.ARCH_DATA_GB.max() / 100)
+    # Continuous draws: the catalogue's extreme, widened for float32 rounding.
+    assert specs.feature_bound("speed")[1] == widened(C.KIND_SPEED.max())
+    assert specs.feature_bound("bandwidth_gbps/10")[1] == widened(C.KIND_BANDWIDTH_MBPS.max() / 1e4)
+    assert specs.feature_bound("power_idle_w/100")[1] == widened(C.KIND_IDLE_W.max() / 100)
+    assert specs.feature_bound("power_peak_w/1000")[1] == widened(C.KIND_PEAK_W.max() / 1000)
+    # Power: the hungriest host at peak with 8 H100s (the hpc_gpu kind).
+    hpc_gpu = C.NODE_KINDS.index("hpc_gpu")
+    power = C.KIND_PEAK_W[hpc_gpu, 1] + C.KIND_GPUS[hpc_gpu, 1] * C.GPU_WATTS.max()
+    assert specs.feature_bound("power_w/1000")[1] == widened(power / 1000)
+    assert specs.feature_bound("delay_from_origin_ms/100")[1] == widened(
+        (C.LINK_BASE_DELAY_MS + C.LINK_DELAY_MS_PER_UNIT * np.sqrt(2)) / 100)
+    # Free resources: GPUs and disk exact in [0, capacity]; cores and memory may go below 0
+    # by the background load (BG_MAX x share x capacity) on an overcommitted node.
+    assert specs.feature_bound("free_gpus/8") == (0.0, C.KIND_GPUS.max() / 8)
+    assert specs.feature_bound("free_disk_gib/1000") == (
+        0.0, np.float32(C.KIND_DISK_GIB.max() / 1000))
+    low, high = specs.feature_bound("free_cores/64")
+    assert low == pytest.approx(-C.BG_MAX * C.KIND_CORES.max() / 64, rel=2 * M)
+    assert high == widened(C.KIND_CORES.max() / 64)
+    low, _ = specs.feature_bound("free_memory_gib/256")
+    assert low == pytest.approx(-C.BG_MAX * C.MEM_BG_RATIO * C.KIND_MEM_GIB.max() / 256, rel=2 * M)
+    # Bounds that depend on the params.
+    assert specs.feature_bound("failures_per_hour*100")[1] == widened(
+        C.KIND_FAILURE_RATE.max() * 100)
+    scaled = vte.EnvParams(failure_rate_scale=3.0)
+    assert specs.feature_bound("failures_per_hour*100", scaled)[1] == widened(
+        3 * C.KIND_FAILURE_RATE.max() * 100)
+    assert specs.feature_bound("report_age_steps/10") == (
+        0.0, np.float32(vte.EnvParams().episode_len / 10))
+    assert specs.feature_bound("report_age_steps/10", SMALL)[1] == np.float32(
+        SMALL.episode_len / 10)
+    one_site = vte.EnvParams(num_sites=1)
+    assert specs.feature_bound("delay_from_origin_ms/100", one_site)[1] == widened(
+        C.INTRA_SITE_DELAY_MS / 100)
+    noisy = vte.EnvParams(twin_noise=0.2, twin_report_prob=0.5)
+    k = np.sqrt(3) * 0.2
+    assert specs.feature_bound("power_w/1000", noisy)[1] == widened(power * (1 + k) / 1000)
+    # A stale report that erred, and the jobs that left since, widen the free cores.
+    low, high = specs.feature_bound("free_cores/64", noisy)
+    # (plus the float32 drift of a long silent spell: under the margin)
+    assert C.KIND_CORES.max() * (1 + k) / 64 < high == pytest.approx(
+        C.KIND_CORES.max() * (1 + k) / 64, rel=2 * M)
+    assert low < specs.feature_bound("free_cores/64")[0]
+    # Noise without staleness keeps the free resources' range; batched params take the extremes.
+    assert specs.feature_bound("free_cores/64", vte.EnvParams(twin_noise=0.2)) == \
+        specs.feature_bound("free_cores/64")
+    batched = vte.EnvParams(failure_rate_scale=np.array([1.0, 3.0], np.float32))
+    assert specs.feature_bound("failures_per_hour*100", batched) == \
+        specs.feature_bound("failures_per_hour*100", scaled)
     with pytest.raises(ValueError, match="'brand_new'"):
         specs.feature_bound("brand_new")
+
+
+@pytest.mark.parametrize("params", [vte.EnvParams(), SMALL,
+                                    vte.EnvParams(twin_noise=1.0, twin_report_prob=0.01,
+                                                  failure_rate_scale=0.0, num_sites=1,
+                                                  sample_weights=True)],
+                         ids=["default", "small", "extreme"])
+def test_every_bound_is_finite_and_no_column_is_degenerate(params):
+    low, high = specs.flat_bounds(params)
+    assert low.dtype == high.dtype == np.float32 and low.shape == (specs.flat_size(params),)
+    assert np.all(np.isfinite(low)) and np.all(np.isfinite(high))
+    assert np.all(low < high)                 # Gymnasium warns on equal bounds
+    spec_low, spec_high = specs.bounds_of(specs.observation_specs(params))
+    np.testing.assert_array_equal(spec_low, low)
+    np.testing.assert_array_equal(spec_high, high)
+    np.testing.assert_array_equal(specs.observation_specs(vte.EnvParams())["nodes"].high[0],
+                                  specs.NODE_HIGH)
+
+
+def test_bounds_need_concrete_params():
+    def traced(noise):
+        return specs.flat_bounds(vte.EnvParams(twin_noise=noise))[1]
+    with pytest.raises(ValueError, match="EnvParams.twin_noise is traced"):
+        jax.jit(traced)(0.1)
+
+
+# Params of the bounds rollout: the same static fields, so one compilation runs both.
+_BOUNDS_SMALL = dict(num_nodes=8, queue_len=4, num_sites=3, slots_per_node=4, episode_len=6)
+BOUNDS_PARAMS = {
+    "default": vte.EnvParams(**_BOUNDS_SMALL),
+    # Stale and noisy reports, frequent failures, a wild background load, full queues.
+    "noisy": vte.EnvParams(**_BOUNDS_SMALL, twin_noise=0.5, twin_report_prob=0.3,
+                           failure_rate_scale=20.0, bg_volatility=0.5, bg_reversion=0.0,
+                           arrival_rate=4.0, weights=(0.5, 2.0, 1.0)),
+}
+
+
+@pytest.mark.slow   # one compilation of a 300-step vmapped rollout: ~10-20 s
+def test_observations_stay_within_the_bounds_over_random_valid_rollouts():
+    """Random valid actions for 300 steps (50 episodes) in 8 vmapped environments, under
+    the default params and under a stale, noisy twin with frequent failures: every field
+    of every observation (and every final observation) lies within its spec's bounds, the
+    flat observation within `flat_bounds`."""
+    steps, batch = 300, 8
+
+    @jax.jit
+    def rollout(key, params):
+        def random_valid(key, obs):
+            return jax.random.categorical(
+                key, jnp.where(obs.action_mask, 0.0, -jnp.inf)).astype(jnp.int32)
+
+        def body(carry, key):
+            obs, state = carry
+            ka, ks = jax.random.split(key)
+            action = jax.vmap(random_valid)(jax.random.split(ka, batch), obs)
+            obs, state, _, _, _, info = jax.vmap(vte.step, (0, 0, 0, None))(
+                jax.random.split(ks, batch), state, action, params)
+            return (obs, state), (obs, info["final_observation"], info["invalid_action"])
+
+        k0, k1 = jax.random.split(key)
+        first = jax.vmap(vte.reset, (0, None))(jax.random.split(k0, batch), params)
+        _, (obs, final, invalid) = jax.lax.scan(body, first, jax.random.split(k1, steps))
+        return first[0], obs, final, invalid
+
+    age = vte.NODE_FEATURE_NAMES.index("report_age_steps/10")
+    free_cores = vte.NODE_FEATURE_NAMES.index("free_cores/64")
+    for name, params in BOUNDS_PARAMS.items():
+        first, obs, final, invalid = rollout(jax.random.PRNGKey(3), params)
+        assert not np.any(np.asarray(invalid)), name
+        field_specs = specs.observation_specs(params)
+        low, high = specs.flat_bounds(params)
+        for o in (first, obs, final):
+            for field, spec in field_specs.items():
+                x = np.asarray(getattr(o, field))
+                assert np.all(x >= spec.low) and np.all(x <= spec.high), (name, field)
+            lead = o.progress.ndim             # (batch,) or (steps, batch)
+            rows = jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[lead:]), o)
+            flat = np.asarray(jax.vmap(specs.flatten)(rows))
+            assert flat.shape[-1] == low.shape[0]
+            bad = np.argwhere((flat < low) | (flat > high))
+            assert bad.size == 0, (name, bad[:5], flat[tuple(bad[0])] if bad.size else None)
+        nodes = np.asarray(obs.nodes)
+        if name == "noisy":   # the run reached what widens the bounds
+            assert nodes[..., age].max() > 0 and nodes[..., free_cores].min() < 0, name
+        else:
+            assert nodes[..., age].max() == 0, name
 
 
 def test_gymnax_spaces_have_the_observation_shapes_and_dtypes(jit_reset):
@@ -202,6 +360,26 @@ def test_gymnasium_checker_passes_and_renders():
     assert isinstance(reward, float) and not info["invalid_action"]
     frame = env.render()
     assert frame.shape == FRAME_SHAPE + (3,) and frame.dtype == np.uint8
+
+
+def test_gymnasium_checker_draws_no_bounds_warning_on_the_flat_observation():
+    """Every bound is finite and no column has equal bounds, so Gymnasium's checker (and
+    SB3's, which warns on infinite bounds) has nothing to say about the space."""
+    import warnings
+
+    env = gym.make(vg.ENV_ID, num_nodes=8, observation="flat")
+    space = env.unwrapped.observation_space
+    assert isinstance(space, gym.spaces.Box)
+    assert np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))
+    assert np.all(space.low < space.high) and space.is_bounded("both")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env.unwrapped)
+    messages = [str(w.message) for w in caught]
+    about_bounds = re.compile(r"bound|\binf(inite|inity)?\b|equal", re.IGNORECASE)
+    assert not [m for m in messages if about_bounds.search(m)], messages
+    obs, _ = env.reset(seed=0)
+    assert space.contains(obs)
 
 
 def test_gymnasium_reset_seed_is_deterministic():

@@ -88,6 +88,17 @@ def test_make_builds_the_registered_environment(name):
 
 
 @pytest.mark.parametrize("name", IDS)
+def test_every_bound_is_finite_and_no_column_degenerate(name):
+    """Spaces an agent can normalise by (and Gymnasium's checkers accept): finite bounds,
+    low < high in every column."""
+    _, env, params = small(name)
+    for field, spec in env.observation_specs(params).items():
+        low, high = np.broadcast_to(spec.low, spec.shape), np.broadcast_to(spec.high, spec.shape)
+        assert np.all(np.isfinite(low)) and np.all(np.isfinite(high)), field
+        assert np.all(low < high), field
+
+
+@pytest.mark.parametrize("name", IDS)
 def test_observations_lie_in_the_declared_spaces_over_a_random_run(name):
     _, env, params = small(name)
     (_, _), (obs, action, reward, term, trunc, info) = rollout_fn(name)(jax.random.PRNGKey(0))

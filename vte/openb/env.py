@@ -315,23 +315,49 @@ class OpenBEnv(Environment[EnvState, OpenBParams]):
                              "vte.openb.env.EnvState")
 
 
+def _concrete_max(x, what: str) -> float:
+    try:
+        return float(np.max(np.asarray(x))) if np.size(x) else 0.0
+    except jax.errors.TracerArrayConversionError:
+        raise ValueError(f"the observation bounds need concrete params ({what} is traced): "
+                         "build the spaces outside jit") from None
+
+
+def _up(x: float) -> np.float32:
+    """float32 at least x (the bounds must hold the values the env computes in float32)."""
+    f = np.float32(x)
+    return f if float(f) >= x else np.nextafter(f, np.float32(np.inf))
+
+
 def observation_specs(params: OpenBParams) -> dict[str, FieldSpec]:
     """Every `Observation` field's shape, dtype and bounds: nodes (N, 16 + M) float32, pod
-    (5 + M,) float32, progress () float32, action_mask (N + 1,) bool. Free resources and
-    fractions lie in [0, 1] except FGD's gain and score columns (a gain can be negative,
-    a score exceed 1 only by rounding: (-inf, inf)) and progress (arrived demand beyond
-    the cluster's GPUs: [0, inf))."""
+    (5 + M,) float32, progress () float32, action_mask (N + 1,) bool.
+
+    Every bound is finite and read from the workload bank of `params` (concrete arrays):
+    free CPU and memory in [0, the largest node's capacity / CPU_NORM or MEM_NORM]; the pod's
+    CPU and memory in [0, the largest pod's]; FGD's gain in [-g, g] GPUs, g the most GPUs of
+    a node (the expected fragmentation a placement removes or adds lies within the node's
+    GPUs), its score in [0, 1]; progress in [0, the largest GPU demand a workload brings /
+    its cluster's GPUs] (the tune, 1.3 in the paper); every other column in [0, 1]."""
     n, m = params.num_nodes, params.num_models
+    nodes, pods = params.nodes, params.pods
     node_low = np.zeros(BASE_NODE_FEATURES + m, np.float32)
     node_high = np.ones(BASE_NODE_FEATURES + m, np.float32)
-    node_low[[13, 14]], node_high[[13, 14]] = -np.inf, np.inf     # FGD gain, FGD score
-    node_high[:2] = np.inf                  # free CPU / 128 cores and memory / 1 TiB
+    node_high[0] = _up(max(_concrete_max(nodes.cpu_milli, "nodes.cpu_milli") / CPU_NORM, 1e-3))
+    node_high[1] = _up(max(_concrete_max(nodes.memory_mib, "nodes.memory_mib") / MEM_NORM, 1e-3))
+    gpus = max(_concrete_max(nodes.num_gpus, "nodes.num_gpus"), 1.0)
+    node_low[13], node_high[13] = -_up(gpus), _up(gpus)       # FGD gain / MILLI
     pod_high = np.ones(5 + m, np.float32)
-    pod_high[:2] = np.inf                   # CPU / 128 cores, memory / 1 TiB
+    pod_high[0] = _up(max(_concrete_max(pods.cpu_milli, "pods.cpu_milli") / CPU_NORM, 1e-3))
+    pod_high[1] = _up(max(_concrete_max(pods.memory_mib, "pods.memory_mib") / MEM_NORM, 1e-3))
+    demand = np.where(np.asarray(pods.valid),
+                      np.asarray(pods.num_gpus, np.int64) * np.asarray(pods.gpu_milli), 0)
+    total = np.maximum(np.sum(np.asarray(nodes.num_gpus, np.int64), axis=-1) * MILLI, 1)
+    progress = max(_concrete_max(demand.sum(axis=-1) / total, "pods"), 1e-3)
     return {
         "nodes": field_spec((n, BASE_NODE_FEATURES + m), np.float32, node_low, node_high),
         "pod": field_spec((5 + m,), np.float32, 0.0, pod_high),
-        "progress": field_spec((), np.float32, 0.0, np.inf),
+        "progress": field_spec((), np.float32, 0.0, _up(progress)),
         "action_mask": field_spec((n + 1,), np.bool_, False, True),
     }
 
