@@ -1,9 +1,17 @@
 """Shared small configurations and compiled functions (compiling is the slow part).
 
-The suite uses no persistent compilation cache: whole clean runs of it in one process
-segfaulted twice inside JAX's compile-and-write-to-cache path (jax 0.10.2, CPU), and in a
-fresh clone the cache only costs the writes. Set JAX_COMPILATION_CACHE_DIR to have one.
+Whole clean runs of the suite in one process segfaulted three times inside XLA's CPU
+compilation (jax 0.10.2), each time late in the process's life, after some hundreds of
+programs, in a program that compiles fine alone. So no process keeps every program alive:
+the suite runs on several worker processes (pytest-xdist, `-n auto --dist loadfile`), and
+after each test file its compiled programs are dropped (`jax.clear_caches()` and the
+trainers' cache), so the programs a file compiles do not outlive it. Within a file they are
+shared. No persistent compilation cache is set: in a fresh clone it only costs the writes
+(JAX_COMPILATION_CACHE_DIR turns one on).
 """
+
+import gc
+import sys
 
 import jax
 import pytest
@@ -11,6 +19,16 @@ import pytest
 import vte
 
 SMALL = vte.EnvParams(num_nodes=8, queue_len=4, num_sites=2, slots_per_node=4, episode_len=6)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _drop_compiled_programs_after_each_file():
+    yield
+    jax.clear_caches()
+    run = sys.modules.get("train.run")
+    if run is not None:
+        run.clear_compiled()
+    gc.collect()
 
 
 @pytest.fixture(scope="session")

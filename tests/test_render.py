@@ -91,9 +91,8 @@ def test_cli_draws_an_episode_of_a_trained_run(tmp_path):
         json.dump({"hidden": 8, "seeds": 1,
                    "env": {"num_nodes": 8, "queue_len": 4, "episode_len": 6,
                            "sample_weights": False, "weights": [1.0, 1.0, 1.0]}}, f)
-    mngr = checkpoint_manager(str(run))
-    mngr.save(0, args=ocp.args.Composite(policy=ocp.args.StandardSave(stacked)))
-    mngr.wait_until_finished()
+    with checkpoint_manager(str(run)) as mngr:
+        mngr.save(0, args=ocp.args.Composite(policy=ocp.args.StandardSave(stacked)))
     out = str(tmp_path / "trained.gif")
     R.main(["--policy", str(run), "--out", out, "--steps", "2", "--set", "num_sites=2"])
     assert _gif_frames(out) == (2, (R.FRAME_SHAPE[1], R.FRAME_SHAPE[0]))

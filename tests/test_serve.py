@@ -250,10 +250,9 @@ def test_a_trained_run_serves(tmp_path):
         "num_nodes": 8, "queue_len": 4, "episode_len": 6, "sample_weights": False,
         "weights": [1.0, 2.0, 1.0]}})
     stacked = jax.tree_util.tree_map(lambda x: np.asarray(x)[None], variables)
-    mngr = checkpoint.checkpoint_manager(str(run))
     import orbax.checkpoint as ocp
-    mngr.save(1, args=ocp.args.Composite(policy=ocp.args.StandardSave(stacked)))
-    mngr.wait_until_finished()
+    with checkpoint.checkpoint_manager(str(run)) as mngr:
+        mngr.save(1, args=ocp.args.Composite(policy=ocp.args.StandardSave(stacked)))
     placer, name = make_placer(str(run))
     assert name == "tiny" and placer.params.queue_len == 4
     assert tuple(placer.params.weights) == (1.0, 2.0, 1.0)

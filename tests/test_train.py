@@ -99,7 +99,8 @@ def test_interrupted_and_resumed_equals_uninterrupted(ppo_run, tmp_path):
     out_full, _ = ppo_run
     out = str(tmp_path / "resumed")
     ppo.main(PPO_RUN + ["--out", out, "--eval-episodes", "0", "--stop-after-updates", "2"])
-    assert ckpt.checkpoint_manager(out).latest_step() == 2
+    with ckpt.checkpoint_manager(out) as mngr:
+        assert mngr.latest_step() == 2
     with open(os.path.join(out, "metrics.jsonl"), "a") as f:   # a row written after the
         f.write(json.dumps({**_rows(out)[-1], "update": 3}) + "\n")   # checkpoint: dropped
     ppo.main(["--resume", out])
@@ -125,7 +126,8 @@ def test_imitation_trains_and_writes_outputs(tmp_path):
     assert all(np.isfinite(r["cross_entropy"]) for r in rows)
     assert all(np.isfinite(r["distill_cross_entropy"]) for r in rows)   # on by default
     assert os.path.isfile(os.path.join(out, "learning_curve.png"))
-    assert ckpt.checkpoint_manager(out).latest_step() == 4
+    with ckpt.checkpoint_manager(out) as mngr:
+        assert mngr.latest_step() == 4
     obs, _ = RESET(jax.random.split(jax.random.PRNGKey(1), 4), BIG)
     actions = np.asarray(vte.load_policy(out)(jax.random.PRNGKey(0), obs, BIG))
     assert actions.shape == (4,) and np.all(np.asarray(obs.action_mask)[np.arange(4), actions])

@@ -30,6 +30,7 @@ point) decides, so every process saves at the same update.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 import os
@@ -420,7 +421,12 @@ class _Preemption:
 
 # Compiled programs by configuration: runs of one configuration in a process (a resumed
 # run, a sweep over output settings) compile once. Keys leave out what only shapes outputs.
-_COMPILED: dict = {}
+# Programs compiled for runs of this process, so that an interrupted run resumed in the
+# same process (or a second seed of one config) does not compile again; the most recent
+# COMPILED_KEPT only, so a process that trains many configurations does not keep every
+# executable alive.
+_COMPILED: "collections.OrderedDict" = collections.OrderedDict()
+COMPILED_KEPT = 8
 _OUTPUT_KEYS = ("log_every", "checkpoint_every", "eval_episodes", "init_from")
 
 
@@ -428,9 +434,18 @@ def _compiled(config: TrainConfig, what, build: Callable):
     key = (type(config).__name__,
            json.dumps({k: v for k, v in config.to_dict().items() if k not in _OUTPUT_KEYS},
                       sort_keys=True), what)
-    if key not in _COMPILED:
+    if key in _COMPILED:
+        _COMPILED.move_to_end(key)
+    else:
         _COMPILED[key] = build()
+        while len(_COMPILED) > COMPILED_KEPT:
+            _COMPILED.popitem(last=False)
     return _COMPILED[key]
+
+
+def clear_compiled() -> None:
+    """Drops the programs compiled for runs of this process (see `_COMPILED`)."""
+    _COMPILED.clear()
 
 
 def run(config: TrainConfig, make_update: Callable, out: str, resume: bool = False,
@@ -450,98 +465,101 @@ def run(config: TrainConfig, make_update: Callable, out: str, resume: bool = Fal
         if overwrite:
             clear_run_files(out)
     mngr = ckpt.checkpoint_manager(out)
-    if primary:
-        ckpt.save_config(out, config.to_dict())
-    env = make_env(config)       # its curves and evaluation (the update builds its own)
-    init, update = make_update(config)
-    num_updates, log_every = config.num_updates, config.log_every
-    ckpt_every = math.ceil(config.checkpoint_every / log_every) * log_every
-    replicated = NamedSharding(mesh, P())
-    keys = _on_mesh(seed_keys(config), replicated)
-    metrics_path = os.path.join(out, "metrics.jsonl")
-    placement = tuple(d.id for d in mesh.devices.flat)   # compiled programs depend on it
+    try:   # closed on every exit: no orbax thread outlives the run
+        if primary:
+            ckpt.save_config(out, config.to_dict())
+        env = make_env(config)       # its curves and evaluation (the update builds its own)
+        init, update = make_update(config)
+        num_updates, log_every = config.num_updates, config.log_every
+        ckpt_every = math.ceil(config.checkpoint_every / log_every) * log_every
+        replicated = NamedSharding(mesh, P())
+        keys = _on_mesh(seed_keys(config), replicated)
+        metrics_path = os.path.join(out, "metrics.jsonl")
+        placement = tuple(d.id for d in mesh.devices.flat)   # compiled programs depend on it
 
-    init_params = None if resume else _on_mesh(_initial_params(config), replicated)
-    batched_init = jax.vmap(init, (0, None))
-    abstract = jax.eval_shape(batched_init, keys, None)
-    shardings = runner_shardings(abstract, mesh)
-    if resume:
-        runner = _restore(mngr, abstract, shardings, out)
-        start = int(np.asarray(runner.update)[0])
-        rows = read_rows(metrics_path, start) if primary else []
-        elapsed = rows[-1]["time"] if rows else 0.0
-    else:
-        runner = _compiled(config, ("init", init_params is None, placement),
-                           lambda: jax.jit(batched_init, out_shardings=shardings)
-                           )(keys, init_params)
-        start, rows, elapsed = 0, [], 0.0
-    if primary:   # rows past the restored checkpoint are dropped, in one atomic write
-        atomic_write_text(metrics_path, "".join(json.dumps(row) + "\n" for row in rows))
+        init_params = None if resume else _on_mesh(_initial_params(config), replicated)
+        batched_init = jax.vmap(init, (0, None))
+        abstract = jax.eval_shape(batched_init, keys, None)
+        shardings = runner_shardings(abstract, mesh)
+        if resume:
+            runner = _restore(mngr, abstract, shardings, out)
+            start = int(np.asarray(runner.update)[0])
+            rows = read_rows(metrics_path, start) if primary else []
+            elapsed = rows[-1]["time"] if rows else 0.0
+        else:
+            runner = _compiled(config, ("init", init_params is None, placement),
+                               lambda: jax.jit(batched_init, out_shardings=shardings)
+                               )(keys, init_params)
+            start, rows, elapsed = 0, [], 0.0
+        if primary:   # rows past the restored checkpoint are dropped, in one atomic write
+            atomic_write_text(metrics_path, "".join(json.dumps(row) + "\n" for row in rows))
 
-    def get_chunk(length):
-        """`length` updates of every seed at once, compiled ahead of time for the mesh."""
-        def chunk(runner):
-            return jax.lax.scan(lambda r, _: update(r), runner, None, length)
+        def get_chunk(length):
+            """`length` updates of every seed at once, compiled ahead of time for the mesh."""
+            def chunk(runner):
+                return jax.lax.scan(lambda r, _: update(r), runner, None, length)
 
-        def build():
-            with jax.set_mesh(mesh):   # split_over_devices reads it
-                return jax.jit(over_seeds(chunk, config.seeds), in_shardings=(shardings,),
-                               out_shardings=(shardings, replicated)).lower(runner).compile()
-        return _compiled(config, ("chunk", length, placement), build)
+            def build():
+                with jax.set_mesh(mesh):   # split_over_devices reads it
+                    return jax.jit(over_seeds(chunk, config.seeds), in_shardings=(shardings,),
+                                   out_shardings=(shardings, replicated)).lower(runner).compile()
+            return _compiled(config, ("chunk", length, placement), build)
 
-    end = num_updates if stop_after is None else min(num_updates, start + stop_after)
-    batch = config.batch_size * config.seeds
-    u, bar = start, None
-    with _Preemption(mngr) as preemption:
-        try:
-            if u < end:
-                if progress and primary:
-                    print(f"{config.algorithm}: compiling ...", file=sys.stderr, flush=True)
-                get_chunk(min(log_every, end - u))
-            bar = tqdm(total=num_updates, initial=start, unit="update",
-                       disable=not (progress and primary), desc=config.algorithm,
-                       dynamic_ncols=True)
-            while u < end:
-                length = min(log_every, end - u)
-                fn = get_chunk(length)
-                t0 = time.perf_counter()
-                new_runner, metrics = fn(runner)
-                jax.block_until_ready(new_runner)
-                dt = time.perf_counter() - t0
-                sps = length * batch / dt
-                new_rows = list(_rows(metrics, u, config, sps, elapsed + dt, mesh.size))
-                if primary:
-                    with open(metrics_path, "a") as f:
-                        for row in new_rows:
-                            f.write(json.dumps(row) + "\n")
-                # The runner advances once its rows are written: an interrupt saves a state
-                # whose every update is logged (rows past it are dropped on resume).
-                runner, elapsed, u = new_runner, elapsed + dt, u + length
-                rows.extend(new_rows)
-                bar.update(length)
-                bar.set_postfix(_postfix(new_rows[-config.seeds:], sps, env.curves))
-                if u % ckpt_every == 0 or u == end:
-                    _save(mngr, runner, out)
-                if u < end and preemption.reached(u):
-                    raise KeyboardInterrupt
-        except KeyboardInterrupt:
-            _save(mngr, runner, out)
-            if bar is not None:
-                bar.close()
-            print(f"\ninterrupted after {int(np.asarray(runner.update)[0])} updates; "
-                  f"checkpoint saved. Continue with: --resume {out}", file=sys.stderr)
-            raise
-    if bar is not None:
-        bar.close()
-    if not primary:
-        return {}
-    plot_learning_curve(rows, os.path.join(out, "learning_curve.png"), config, env.curves)
-    if u < num_updates:
-        print(f"stopped after {u} of {num_updates} updates; continue with --resume {out}")
-        return {}
-    if config.eval_episodes == 0:
-        return {}
-    return env.evaluate(config, jax.device_get(runner.params), out)
+        end = num_updates if stop_after is None else min(num_updates, start + stop_after)
+        batch = config.batch_size * config.seeds
+        u, bar = start, None
+        with _Preemption(mngr) as preemption:
+            try:
+                if u < end:
+                    if progress and primary:
+                        print(f"{config.algorithm}: compiling ...", file=sys.stderr, flush=True)
+                    get_chunk(min(log_every, end - u))
+                bar = tqdm(total=num_updates, initial=start, unit="update",
+                           disable=not (progress and primary), desc=config.algorithm,
+                           dynamic_ncols=True)
+                while u < end:
+                    length = min(log_every, end - u)
+                    fn = get_chunk(length)
+                    t0 = time.perf_counter()
+                    new_runner, metrics = fn(runner)
+                    jax.block_until_ready(new_runner)
+                    dt = time.perf_counter() - t0
+                    sps = length * batch / dt
+                    new_rows = list(_rows(metrics, u, config, sps, elapsed + dt, mesh.size))
+                    if primary:
+                        with open(metrics_path, "a") as f:
+                            for row in new_rows:
+                                f.write(json.dumps(row) + "\n")
+                    # The runner advances once its rows are written: an interrupt saves a state
+                    # whose every update is logged (rows past it are dropped on resume).
+                    runner, elapsed, u = new_runner, elapsed + dt, u + length
+                    rows.extend(new_rows)
+                    bar.update(length)
+                    bar.set_postfix(_postfix(new_rows[-config.seeds:], sps, env.curves))
+                    if u % ckpt_every == 0 or u == end:
+                        _save(mngr, runner, out)
+                    if u < end and preemption.reached(u):
+                        raise KeyboardInterrupt
+            except KeyboardInterrupt:
+                _save(mngr, runner, out)
+                if bar is not None:
+                    bar.close()
+                print(f"\ninterrupted after {int(np.asarray(runner.update)[0])} updates; "
+                      f"checkpoint saved. Continue with: --resume {out}", file=sys.stderr)
+                raise
+        if bar is not None:
+            bar.close()
+        if not primary:
+            return {}
+        plot_learning_curve(rows, os.path.join(out, "learning_curve.png"), config, env.curves)
+        if u < num_updates:
+            print(f"stopped after {u} of {num_updates} updates; continue with --resume {out}")
+            return {}
+        if config.eval_episodes == 0:
+            return {}
+        return env.evaluate(config, jax.device_get(runner.params), out)
+    finally:
+        mngr.close()
 
 
 def _postfix(rows: list[dict], sps: float, curves: tuple) -> dict:

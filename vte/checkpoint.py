@@ -173,12 +173,13 @@ def load_variables(run_dir: str, seed: int = 0, step: int | None = None) -> dict
     seeds = config.get("seeds", 1)
     if not 0 <= seed < seeds:
         raise ValueError(f"seed={seed} is invalid: the run trained seeds 0..{seeds - 1}")
-    mngr = checkpoint_manager(run_dir, max_to_keep=None)
+    with checkpoint_manager(run_dir, max_to_keep=None) as mngr:   # closed: no thread left
 
-    def restore(s):
-        return mngr.restore(s, args=ocp.args.Composite(policy=ocp.args.StandardRestore())).policy
-    # An explicit step is that checkpoint or an error; the default is the newest good one.
-    _, stacked = restore_newest_good(run_dir, restore, [step] if step is not None else steps)
+        def restore(s):
+            return mngr.restore(s, args=ocp.args.Composite(
+                policy=ocp.args.StandardRestore())).policy
+        # An explicit step is that checkpoint or an error; the default is the newest good one.
+        _, stacked = restore_newest_good(run_dir, restore, [step] if step is not None else steps)
     return jax.tree_util.tree_map(lambda x: x[seed], stacked)
 
 
