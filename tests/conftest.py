@@ -1,20 +1,32 @@
 """Shared small configurations and compiled functions (compiling is the slow part).
 
 Whole clean runs of the suite in one process segfaulted three times inside XLA's CPU
-compilation (jax 0.10.2), each time late in the process's life, after some hundreds of
-programs, in a program that compiles fine alone. So no process keeps every program alive:
-the suite runs on several worker processes (pytest-xdist, `-n auto --dist loadfile`), and
-after each test file its compiled programs are dropped (`jax.clear_caches()` and the
-trainers' cache), so the programs a file compiles do not outlive it. Within a file they are
-shared. No persistent compilation cache is set: in a fresh clone it only costs the writes
-(JAX_COMPILATION_CACHE_DIR turns one on).
+compilation (jax 0.10.2; `backend_compile_and_load`), each time late in the process's life,
+after some hundreds of programs, in a program that compiles fine alone. So no process keeps
+every program alive: the suite runs on several worker processes (pytest-xdist, `-n auto
+--dist loadfile`), and after each test file its compiled programs are dropped
+(`jax.clear_caches()` and the trainers' cache). A program needed again later (another
+file, another worker, a subprocess, the next run) is read back from the persistent
+compilation cache in `.pytest_cache/jax` instead of compiled again.
 """
 
 import gc
+import os
 import sys
+from pathlib import Path
 
-import jax
-import pytest
+# One persistent compilation cache for the whole run, workers and subprocesses included
+# (they inherit the environment).
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
+                      str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
+
+import jax  # noqa: E402  (after the cache settings it reads)
+import pytest  # noqa: E402
+
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                  float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
 
 import vte
 

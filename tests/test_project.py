@@ -47,3 +47,10 @@ def test_ci_runs_the_readme_install_and_test_commands():
     assert " ".join(shlex.quote(a) for a in install).replace("'", '"') in ci
     test = next(c for c in commands if "pytest" in c)
     assert [a for a in _ci_test_command() if not a.startswith("--durations")] == test
+
+
+def test_readme_stays_short():
+    """A newcomer reads it in one sitting: at most 300 lines (details go to the docs it
+    links)."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 300, len(lines)
