@@ -62,6 +62,28 @@ def field_spec(shape, dtype, low, high) -> FieldSpec:
                      np.array(np.broadcast_to(np.asarray(high, cast), shape)))
 
 
+def round_outward(x, up: bool) -> np.ndarray:
+    """float64 bounds -> float32 rounded outward (up for a high, down for a low), so a
+    bound never moves inside what an environment's float32 columns can hold."""
+    x = np.asarray(x, np.float64)
+    out = x.astype(np.float32)
+    wrong = out < x if up else out > x
+    return np.where(wrong, np.nextafter(out, np.float32(np.inf if up else -np.inf)), out)
+
+
+def concrete_extreme(x, what: str, pick=np.max) -> float:
+    """`pick` (np.max or np.min) over every value of the array tree `x` (0 when empty),
+    which must be concrete: spaces are built from concrete params, so a traced `x` raises
+    ValueError naming `what`."""
+    leaves = jax.tree_util.tree_leaves(x)
+    if any(isinstance(v, jax.core.Tracer) for v in leaves):
+        raise ValueError(f"{what} is traced: the observation bounds depend on it, build the "
+                         "spaces from concrete params (outside jit and vmap)")
+    values = [np.asarray(v, np.float64).ravel() for v in leaves]
+    values = np.concatenate(values) if values else np.zeros(0)
+    return float(pick(values)) if values.size else 0.0
+
+
 # --------------------------------------------------------------------------
 # Actions: one check and one error for every environment
 # --------------------------------------------------------------------------

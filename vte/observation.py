@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vte import catalogue as C
+from vte.environment import concrete_extreme, round_outward
 from vte import scoring, twin
 from vte.params import EnvParams
 from vte.types import Cluster, EnvState, Observation, Requests, Twin
@@ -94,11 +95,7 @@ def _ceiled(x: float) -> float:
 def param_extreme(params: EnvParams, name: str, pick) -> float:
     """`pick` (np.max or np.min) of the field's values (all of them when batched). Raises
     ValueError for a traced value: the spaces are built from concrete params."""
-    leaves = jax.tree_util.tree_leaves(getattr(params, name))
-    if not leaves or any(isinstance(x, jax.core.Tracer) for x in leaves):
-        raise ValueError(f"EnvParams.{name} is traced: the observation bounds depend on it, "
-                         f"build the spaces from concrete params (outside jit and vmap)")
-    return float(pick(np.concatenate([np.asarray(x, np.float64).ravel() for x in leaves])))
+    return concrete_extreme(getattr(params, name), f"EnvParams.{name}", pick)
 
 
 # Node capacities: cores and GPUs are whole draws in [lo, hi]; memory and disk rounded
@@ -330,14 +327,6 @@ def decode(table: tuple[Feature, ...], columns: jax.Array, name: str,
     return columns[..., i] * scale
 
 
-def _float32(x: np.ndarray, up: bool) -> np.ndarray:
-    """float64 -> float32 rounded outward (up for a high, down for a low), so a bound never
-    moves inside what the float32 columns can hold."""
-    out = x.astype(np.float32)
-    wrong = out < x if up else out > x
-    return np.where(wrong, np.nextafter(out, np.float32(np.inf if up else -np.inf)), out)
-
-
 def bounds(table: tuple[Feature, ...], params: EnvParams | None = None
            ) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) float32 of the encoded columns for `params` (default `EnvParams()`):
@@ -354,7 +343,7 @@ def bounds(table: tuple[Feature, ...], params: EnvParams | None = None
         return value(b) * (1.0 / scale) if scale < 1.0 else value(b) / scale
     lo = np.array([column(f, f.low) for f in table], np.float64)
     hi = np.array([column(f, f.high) for f in table], np.float64)
-    return _float32(lo, up=False), _float32(hi, up=True)
+    return round_outward(lo, up=False), round_outward(hi, up=True)
 
 
 def static_node_features(cluster: Cluster) -> jax.Array:

@@ -39,7 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from vte.environment import Environment, FieldSpec, field_spec
+from vte.environment import (Environment, FieldSpec, concrete_extreme, field_spec,
+                             round_outward)
 from vte.openb import cluster
 from vte.openb.cluster import Pod, Spec, State
 from vte.openb.policies import CPU_NORM, Policy, fgd_gain, fgd_score
@@ -315,20 +316,6 @@ class OpenBEnv(Environment[EnvState, OpenBParams]):
                              "vte.openb.env.EnvState")
 
 
-def _concrete_max(x, what: str) -> float:
-    try:
-        return float(np.max(np.asarray(x))) if np.size(x) else 0.0
-    except jax.errors.TracerArrayConversionError:
-        raise ValueError(f"the observation bounds need concrete params ({what} is traced): "
-                         "build the spaces outside jit") from None
-
-
-def _up(x: float) -> np.float32:
-    """float32 at least x (the bounds must hold the values the env computes in float32)."""
-    f = np.float32(x)
-    return f if float(f) >= x else np.nextafter(f, np.float32(np.inf))
-
-
 def observation_specs(params: OpenBParams) -> dict[str, FieldSpec]:
     """Every `Observation` field's shape, dtype and bounds: nodes (N, 16 + M) float32, pod
     (5 + M,) float32, progress () float32, action_mask (N + 1,) bool.
@@ -341,23 +328,27 @@ def observation_specs(params: OpenBParams) -> dict[str, FieldSpec]:
     its cluster's GPUs] (the tune, 1.3 in the paper); every other column in [0, 1]."""
     n, m = params.num_nodes, params.num_models
     nodes, pods = params.nodes, params.pods
-    node_low = np.zeros(BASE_NODE_FEATURES + m, np.float32)
-    node_high = np.ones(BASE_NODE_FEATURES + m, np.float32)
-    node_high[0] = _up(max(_concrete_max(nodes.cpu_milli, "nodes.cpu_milli") / CPU_NORM, 1e-3))
-    node_high[1] = _up(max(_concrete_max(nodes.memory_mib, "nodes.memory_mib") / MEM_NORM, 1e-3))
-    gpus = max(_concrete_max(nodes.num_gpus, "nodes.num_gpus"), 1.0)
-    node_low[13], node_high[13] = -_up(gpus), _up(gpus)       # FGD gain / MILLI
-    pod_high = np.ones(5 + m, np.float32)
-    pod_high[0] = _up(max(_concrete_max(pods.cpu_milli, "pods.cpu_milli") / CPU_NORM, 1e-3))
-    pod_high[1] = _up(max(_concrete_max(pods.memory_mib, "pods.memory_mib") / MEM_NORM, 1e-3))
+
+    def largest(x, what, norm=1.0):          # > 0: no column with equal bounds
+        return max(concrete_extreme(x, what) / norm, 1e-3)
+    node_low = np.zeros(BASE_NODE_FEATURES + m)
+    node_high = np.ones(BASE_NODE_FEATURES + m)
+    node_high[0] = largest(nodes.cpu_milli, "nodes.cpu_milli", CPU_NORM)
+    node_high[1] = largest(nodes.memory_mib, "nodes.memory_mib", MEM_NORM)
+    gpus = max(concrete_extreme(nodes.num_gpus, "nodes.num_gpus"), 1.0)
+    node_low[13], node_high[13] = -gpus, gpus                     # FGD gain / MILLI
+    pod_high = np.ones(5 + m)
+    pod_high[0] = largest(pods.cpu_milli, "pods.cpu_milli", CPU_NORM)
+    pod_high[1] = largest(pods.memory_mib, "pods.memory_mib", MEM_NORM)
     demand = np.where(np.asarray(pods.valid),
                       np.asarray(pods.num_gpus, np.int64) * np.asarray(pods.gpu_milli), 0)
     total = np.maximum(np.sum(np.asarray(nodes.num_gpus, np.int64), axis=-1) * MILLI, 1)
-    progress = max(_concrete_max(demand.sum(axis=-1) / total, "pods"), 1e-3)
+    progress = largest(demand.sum(axis=-1) / total, "pods")
     return {
-        "nodes": field_spec((n, BASE_NODE_FEATURES + m), np.float32, node_low, node_high),
-        "pod": field_spec((5 + m,), np.float32, 0.0, pod_high),
-        "progress": field_spec((), np.float32, 0.0, _up(progress)),
+        "nodes": field_spec((n, BASE_NODE_FEATURES + m), np.float32,
+                            round_outward(node_low, up=False), round_outward(node_high, up=True)),
+        "pod": field_spec((5 + m,), np.float32, 0.0, round_outward(pod_high, up=True)),
+        "progress": field_spec((), np.float32, 0.0, round_outward(progress, up=True)),
         "action_mask": field_spec((n + 1,), np.bool_, False, True),
     }
 
