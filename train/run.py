@@ -421,10 +421,8 @@ class _Preemption:
 
 # Compiled programs by configuration: runs of one configuration in a process (a resumed
 # run, a sweep over output settings) compile once. Keys leave out what only shapes outputs.
-# Programs compiled for runs of this process, so that an interrupted run resumed in the
-# same process (or a second seed of one config) does not compile again; the most recent
-# COMPILED_KEPT only, so a process that trains many configurations does not keep every
-# executable alive.
+# Only the COMPILED_KEPT most recent are kept, so a process that trains many
+# configurations does not keep every executable alive.
 _COMPILED: "collections.OrderedDict" = collections.OrderedDict()
 COMPILED_KEPT = 8
 _OUTPUT_KEYS = ("log_every", "checkpoint_every", "eval_episodes", "init_from")
