@@ -422,9 +422,30 @@ def test_published_figures_are_attached_to_the_bundled_traces():
     nodes = openb.load_nodes("gpu")
     pods = openb.load_pods("default", nodes)
     from vte.openb.experiment import published_for
-    assert published_for(pods, 1.3, nodes)["fgd"]["end"] == (95.39, 0.08)
+    fgd = published_for(pods, 1.3, nodes)["fgd"]
+    assert fgd["alloc"]["end"] == (95.39, 0.08)            # OPENB.md of the artifact's figures
+    assert fgd["alloc"]["100"] == (95.23, 0.11) and fgd["alloc"]["seeds"] == list(range(42, 52))
+    assert set(fgd) == {"alloc", "frag", "frag_ratio"} and len(fgd["frag"]["curve"]) == 131
     assert published_for(pods, 1.2, nodes) is None
     assert published_for(pods, 1.3, openb.load_nodes("all")) is None
+
+
+def test_all_seventeen_traces_load_with_their_published_results():
+    from vte.openb import published
+    from vte.openb.trace import TRACES
+    nodes = openb.load_nodes("gpu")
+    rows = {"default": 8152, "gpushare40": 8152, "gpuspec33": 8152, "multigpu20": 8324,
+            "multigpu30": 8508, "multigpu40": 8746, "multigpu50": 9061, "cpu050": 7439,
+            "cpu100": 7853, "cpu200": 8832, "cpu250": 9420}      # the data README's table
+    for name in TRACES:
+        pods = openb.load_pods(name, nodes)
+        assert len(pods) == rows.get(name, 8152), name
+    figures = published.bundled()
+    assert sorted(figures) == sorted(TRACES)
+    for name in TRACES:
+        assert sorted(figures[name]) == sorted(policies.POLICIES), name
+        for metric in ("alloc", "frag", "frag_ratio"):
+            assert figures[name]["fgd"][metric]["seeds"] == list(range(42, 52))
 
 
 def test_grid_below_100_percent_and_empty_bins_give_null_not_nan(tmp_path):
@@ -441,7 +462,7 @@ def test_grid_below_100_percent_and_empty_bins_give_null_not_nan(tmp_path):
 def _fake_grid(seeds, published=True):
     """A grid result of the shape run_grid returns, without replaying anything."""
     stat = {"mean": 95.0, "std": 0.1}
-    pub = {"100": (95.23, 0.11), "end": (95.39, 0.08)} if published else None
+    pub = {"alloc": {"100": (95.23, 0.11), "end": (95.39, 0.08)}} if published else None
     policies = {name: {"published": pub, "alloc_at_100": stat, "alloc_at_end": stat,
                        "failed_pods": {"mean": 1.0},
                        "curves": {"alloc": [0.0, 50.0, 90.0], "frag": [0.0, 1.0, 2.0]}}

@@ -9,7 +9,8 @@
 prints it next to the paper's figures. Formulas: `vte/openb/OPENB.md`.
 """
 
-from vte.openb.experiment import PUBLISHED, run_grid
+from vte.openb import published
+from vte.openb.experiment import run_grid
 from vte.openb.cluster import Pod, Spec, State, Typical, feasible, make_spec, place, select
 from vte.openb.policies import POLICIES, Policy
 from vte.openb.simulator import Log, binned, curves, replay
@@ -20,5 +21,5 @@ __all__ = [
     "load_nodes", "load_pods", "NodeTable", "PodTable", "TraceError",
     "Pod", "Spec", "State", "Typical", "make_spec", "feasible", "place", "select",
     "POLICIES", "Policy", "Workload", "build_workload", "pod_arrays", "typical_pods",
-    "Log", "replay", "binned", "curves", "run_grid", "PUBLISHED",
+    "Log", "replay", "binned", "curves", "run_grid", "published",
 ]

@@ -13,41 +13,11 @@ from typing import Sequence
 import jax
 import numpy as np
 
-from vte.openb import cluster, simulator, workload
+from vte.openb import cluster, published, simulator, workload
 from vte.openb.policies import POLICIES, Policy
+from vte.openb.published import PUBLISHED_SEEDS, PUBLISHED_TUNE
 from vte.openb.trace import NodeTable, PodTable
 
-# GPU allocation (% of the cluster's GPUs), mean and standard deviation over the published
-# seeds 42..51, tune 1.3, at 100 % arrived GPU demand and at the end (130 %); read from the
-# artifact's analysis_allo_discrete.csv (OPENB.md section 9).
-PUBLISHED: dict[str, dict[str, dict[str, tuple[float, float]]]] = {
-    "default": {
-        "random": {"100": (86.30, 0.33), "end": (87.47, 0.32)},
-        "dot_product": {"100": (90.62, 0.19), "end": (90.85, 0.20)},
-        "gpu_clustering": {"100": (91.65, 0.61), "end": (91.88, 0.62)},
-        "gpu_packing": {"100": (91.78, 0.53), "end": (92.00, 0.54)},
-        "best_fit": {"100": (92.86, 0.14), "end": (93.08, 0.13)},
-        "fgd": {"100": (95.23, 0.11), "end": (95.39, 0.08)},
-    },
-    "gpuspec10": {
-        "random": {"100": (86.26, 0.25), "end": (87.43, 0.27)},
-        "dot_product": {"100": (90.17, 0.39), "end": (90.39, 0.38)},
-        "gpu_clustering": {"100": (91.96, 0.71), "end": (92.18, 0.72)},
-        "gpu_packing": {"100": (92.24, 0.65), "end": (92.46, 0.67)},
-        "best_fit": {"100": (93.10, 0.21), "end": (93.30, 0.20)},
-        "fgd": {"100": (94.66, 0.19), "end": (94.95, 0.21)},
-    },
-    "multigpu20": {
-        "random": {"100": (86.92, 0.52), "end": (88.69, 0.48)},
-        "dot_product": {"100": (91.85, 0.32), "end": (92.06, 0.32)},
-        "gpu_clustering": {"100": (93.34, 0.60), "end": (93.56, 0.61)},
-        "gpu_packing": {"100": (93.50, 0.64), "end": (93.71, 0.64)},
-        "best_fit": {"100": (93.73, 0.25), "end": (93.93, 0.23)},
-        "fgd": {"100": (95.53, 0.16), "end": (95.65, 0.16)},
-    },
-}
-PUBLISHED_SEEDS = tuple(range(42, 52))
-PUBLISHED_TUNE = 1.3
 DISPLAY = {"random": "Random", "dot_product": "DotProd", "gpu_clustering": "GpuClustering",
            "gpu_packing": "GpuPacking", "best_fit": "BestFit", "fgd": "FGD"}
 
@@ -74,13 +44,15 @@ def style_of(name: str) -> dict:
 
 
 def published_for(pods: PodTable, tune: float, nodes: NodeTable) -> dict | None:
-    """The published figures of a bundled pod file on the bundled GPU nodes at tune 1.3, else None."""
+    """The published figures of a bundled pod file on the bundled GPU nodes at tune 1.3
+    (policy -> metric -> {"100": (mean, std), "end": (mean, std), "curve", "seeds"}, read
+    from the artifact's files by `published.bundled`), else None."""
     from vte.openb.trace import DATA_DIR, NODE_FILES, POD_FILES
     if tune != PUBLISHED_TUNE or Path(nodes.path) != DATA_DIR / NODE_FILES["gpu"]:
         return None
     for name, file in POD_FILES.items():
         if Path(pods.path) == DATA_DIR / file:
-            return PUBLISHED[name]
+            return published.bundled().get(name)
     return None
 
 
@@ -92,8 +64,8 @@ def _stats(values: np.ndarray) -> dict | None:
     seen = values[~np.isnan(values)]
     if len(seen) == 0:
         return None
-    std = float(seen.std(ddof=1)) if len(seen) > 1 else 0.0
-    return {"mean": round(float(seen.mean()), 2), "std": round(std, 2),
+    mean, std = published.mean_std(seen)
+    return {"mean": mean, "std": std,
             "per_seed": [None if np.isnan(v) else round(float(v), 2) for v in values],
             "seeds_without_events": int(len(values) - len(seen))}
 
@@ -205,7 +177,7 @@ def format_table(result: dict) -> str:
     def cell(s):
         return f"{s['mean']:.2f} ± {s['std']:.2f}" if s else "-"
     for name, r in result["policies"].items():
-        pub = r["published"] or {}
+        pub = (r["published"] or {}).get("alloc", {})
         row = f"{DISPLAY.get(name, name):<15}"
         for mine, key in ((r["alloc_at_100"], "100"), (r["alloc_at_end"], "end")):
             ref = pub.get(key)

@@ -1,8 +1,8 @@
 """Trace input: the Alibaba OpenB node and pod CSV files, read and checked into NumPy arrays.
 
-The five files of the public OpenB trace ship in `vte/openb/data/` (attribution in its
-README), so `load_nodes("gpu")` and `load_pods("default")` run offline; any other file of
-the same format is read by path. Every check runs before any simulation, and a bad value
+The two node lists and the seventeen pod lists of the FGD paper's experiment ship in
+`vte/openb/data/` (attribution in its README), so `load_nodes("gpu")` and
+`load_pods("default")` run offline; any other file of the same format is read by path. Every check runs before any simulation, and a bad value
 raises `TraceError` naming the file, the line (the header is line 1) and the column.
 """
 
@@ -17,13 +17,15 @@ import numpy as np
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
-# Short names of the bundled files.
+# Short names of the bundled files. TRACES: the seventeen workloads of the paper's artifact,
+# in the order of its figures (the cpu* ones are run by the artifact but in no figure).
 NODE_FILES = {"gpu": "openb_node_list_gpu_node.csv", "all": "openb_node_list_all_node.csv"}
-POD_FILES = {
-    "default": "openb_pod_list_default.csv",
-    "gpuspec10": "openb_pod_list_gpuspec10.csv",
-    "multigpu20": "openb_pod_list_multigpu20.csv",
-}
+TRACES = ("default", "gpushare40", "gpushare60", "gpushare80", "gpushare100",
+          "gpuspec10", "gpuspec20", "gpuspec25", "gpuspec33",
+          "multigpu20", "multigpu30", "multigpu40", "multigpu50",
+          "cpu050", "cpu100", "cpu200", "cpu250")
+POD_PREFIX = "openb_pod_list_"
+POD_FILES = {name: f"{POD_PREFIX}{name}.csv" for name in TRACES}
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")  # gpu_spec optional
@@ -174,7 +176,7 @@ def load_pods(name_or_path: str | os.PathLike, nodes: NodeTable) -> PodTable:
 
     Columns name, cpu_milli, memory_mib, num_gpu, gpu_milli are required, gpu_spec (models
     joined by "|") is optional; the others are ignored (no departures, section 2 of OPENB.md).
-    Bundled: "default", "gpuspec10", "multigpu20".
+    Bundled: the names of `TRACES` ("default", "gpuspec10", ...).
     """
     path = resolve(name_or_path, POD_FILES, "pod")
     index = {m: i for i, m in enumerate(nodes.models)}
