@@ -18,6 +18,7 @@ import numpy as np
 from vte.openb import cluster
 from vte.openb.cluster import Pod, Spec, State
 from vte.openb.policies import Policy
+from vte.openb.power import datacenter_power
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +31,8 @@ class Log:
     used: np.ndarray         # int64, milli-GPU allocated after this pod
     frag: np.ndarray         # float64, milli-GPU, the cluster's fragmentation (sum of node F)
     idle: np.ndarray         # int64, free milli-GPU after this pod
+    power_cpu: np.ndarray | None = None   # int64 W, the datacenter's CPUs after this pod
+    power_gpu: np.ndarray | None = None   # int64 W, its GPUs (both with `replay(power=...)`)
 
 
 def pod_step(policy: Policy, spec: Spec, state: State, pod: Pod, key: jax.Array):
@@ -44,24 +47,30 @@ def pod_step(policy: Policy, spec: Spec, state: State, pod: Pod, key: jax.Array)
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _run_chunk(policy: Policy, spec: Spec, state: State, pods: Pod, keys: jax.Array, start: jax.Array):
-    """(S,)-batched states, (S, C) pods and (S,) keys -> states and (S, C) logs."""
+def _run_chunk(policy: Policy, spec: Spec, state: State, pods: Pod, keys: jax.Array, start: jax.Array,
+               power=None):
+    """(S,)-batched states, (S, C) pods and (S,) keys -> states and (S, C) logs; with a
+    `power.PowerModel` the logs end with the datacenter's CPU and GPU watts."""
     def one_seed(state, pods, key):
         def body(state, xs):
             pod, t = xs
-            return pod_step(policy, spec, state, pod, jax.random.fold_in(key, t))
+            state, out = pod_step(policy, spec, state, pod, jax.random.fold_in(key, t))
+            if power is not None:
+                out = out + datacenter_power(state, spec, power)
+            return state, out
         steps = start + jnp.arange(pods.valid.shape[0])
         return jax.lax.scan(body, state, (pods, steps))
     return jax.vmap(one_seed)(state, pods, keys)
 
 
 def replay(policy: Policy, spec: Spec, pods: Pod, ranks: np.ndarray, keys: jax.Array,
-           chunk: int = 2048, progress: Callable[[int], None] | None = None) -> Log:
+           chunk: int = 2048, progress: Callable[[int], None] | None = None, power=None) -> Log:
     """Replays (S, T) `pods` under `policy`, one seed per row.
 
     ranks: (S, N) int32 tie-break ranks; keys: (S,) keys of the policy's own draws (Random's).
     The scan runs `chunk` pods per compiled call (one compilation for all chunks) and calls
-    `progress(pods_done)` after each.
+    `progress(pods_done)` after each. power: a `power.PowerModel` (`power_model(nodes.models)`)
+    to log the datacenter's watts after every pod (`Log.power_cpu`, `Log.power_gpu`).
     """
     num_seeds, length = pods.valid.shape
     if chunk < 1:
@@ -74,18 +83,19 @@ def replay(policy: Policy, spec: Spec, pods: Pod, ranks: np.ndarray, keys: jax.A
     parts = []
     for start in range(0, padded, chunk):
         part = jax.tree_util.tree_map(lambda x: x[:, start:start + chunk], pods)
-        state, out = _run_chunk(policy, spec, state, part, keys, jnp.int32(start))
+        state, out = _run_chunk(policy, spec, state, part, keys, jnp.int32(start), power)
         parts.append(jax.device_get(out))
         if progress is not None:
             progress(min(chunk, length - start))
-    placed, used, frag = (np.concatenate(x, axis=1)[:, :length] for x in zip(*parts))
+    placed, used, frag, *watts = (np.concatenate(x, axis=1)[:, :length] for x in zip(*parts))
     valid = np.asarray(pods.valid)[:, :length]
     demand = (np.asarray(pods.num_gpus)[:, :length].astype(np.int64)
               * np.asarray(pods.gpu_milli)[:, :length])
     total = int(spec.total_gpu_milli)
     used = used.astype(np.int64)
     return Log(valid=valid, placed=placed & valid, arrived=np.cumsum(np.where(valid, demand, 0), axis=1),
-               used=used, frag=frag.astype(np.float64), idle=total - used)
+               used=used, frag=frag.astype(np.float64), idle=total - used,
+               **dict(zip(("power_cpu", "power_gpu"), (w.astype(np.int64) for w in watts))))
 
 
 def binned(log: Log, values: np.ndarray, total_gpus: int, max_x: int) -> np.ndarray:

@@ -1,0 +1,271 @@
+"""Power on the OpenB cluster: the PWR paper's model, its PWR policy and PWR+FGD mixes, and
+its power measurement (OPENB.md section 11).
+
+Reference: Lettich et al., "Power- and Fragmentation-aware Online Scheduling for GPU
+Datacenters", IEEE/ACM CCGrid 2025, which adds a power model to the FGD experiment.
+
+* Model: a GPU draws its busy power when any milli of it is allocated, its idle power only
+  when all 1000 are free; CPUs are 16-core sockets (15 W idle, 120 W busy), two vCPUs per
+  physical core. Node power = CPU + GPUs; the datacenter is the sum over all nodes (nothing
+  is switched off). Integer watts, int32 (the whole trace's cluster is 1.47 MW at most).
+* Policies: `pwr_fgd(a)` scores a * PWR + (1000 - a) * FGD, PWR being minus the power a
+  placement adds, min-max rescaled to 0..100 over the feasible nodes; `pwr_fgd(1000)` is PWR
+  alone. They have the signature of `vte.openb.policies`.
+* Measurement: per-pod datacenter power (`simulator.replay(..., power=...)`) interpolated onto
+  arrived demand x = 0, 0.005, ..., 1.0 (`curves_on_grid`), savings against FGD and the GPU
+  resource allocation ratio (GRAR) at x = 1.0 (`summary`).
+
+Everything on jax arrays is pure and works under `jit` and `vmap`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from vte.openb.cluster import MILLI, Pod, Spec, State, fitting_gpus, is_shared, least_sufficient
+from vte.openb.policies import Policy, fgd
+
+# Idle and busy watts of one GPU of each model of the trace (G2 is taken as an A10, G3 as an
+# A100; G1 is on no node of the trace).
+GPU_WATTS: dict[str, tuple[int, int]] = {
+    "V100M16": (30, 300), "V100M32": (30, 300), "P100": (25, 250), "T4": (10, 70),
+    "A10": (30, 150), "G2": (30, 150), "G3": (50, 400)}
+# The GPU models of the bundled node files (`NodeTable.models`, sorted): the vocabulary the
+# registered power policies index by.
+BUNDLED_MODELS = ("A10", "G2", "G3", "P100", "T4", "V100M16", "V100M32")
+CORES_PER_SOCKET = 16         # Intel Xeon E5-2682 v4, taken for every node
+SOCKET_IDLE_W = 15            # W of a socket with no busy core
+SOCKET_BUSY_W = 120           # W of a socket with at least one busy core
+CPU_MILLI_PER_CORE = 2000     # two vCPUs (2 x 1000 CPU milli) per physical core
+WEIGHT_TOTAL = 1000           # w_PWR + w_FGD
+GRID_STEP = 0.005             # the paper's x grid (arrived demand, share of the cluster's GPUs)
+PLATEAU = (0.2, 0.8)          # the x range whose savings the paper calls the plateau
+
+
+@struct.dataclass
+class PowerModel:
+    """Watts of one GPU of each model, indexed like `NodeTable.models` (`Spec.model`)."""
+
+    gpu_idle_w: jax.Array     # (M,) int32, W of a GPU with all 1000 milli free
+    gpu_busy_w: jax.Array     # (M,) int32, W of a GPU with any milli allocated
+
+
+def power_model(models: Sequence[str]) -> PowerModel:
+    """The watts of a node file's GPU models (`NodeTable.models`); ValueError on a model the
+    paper gives no power for."""
+    unknown = [m for m in models if m not in GPU_WATTS]
+    if unknown:
+        raise ValueError(f"GPU model(s) {unknown} have no power figures; known models: "
+                         f"{sorted(GPU_WATTS)}")
+    idle = [GPU_WATTS[m][0] for m in models] or [0]
+    busy = [GPU_WATTS[m][1] for m in models] or [0]
+    return PowerModel(gpu_idle_w=jnp.asarray(idle, jnp.int32),
+                      gpu_busy_w=jnp.asarray(busy, jnp.int32))
+
+
+def cpu_watts(cpu_free: jax.Array, cpu_milli: jax.Array) -> jax.Array:
+    """(...) int32 W of a node's CPU sockets: cores = ceil(capacity / 2000), idle cores =
+    floor(free / 2000), sockets = ceil(cores / 16), active = ceil(busy cores / 16);
+    120 W per active socket, 15 W per other one."""
+    cores = -(-cpu_milli // CPU_MILLI_PER_CORE)
+    busy = cores - cpu_free // CPU_MILLI_PER_CORE
+    sockets = -(-cores // CORES_PER_SOCKET)
+    active = -(-busy // CORES_PER_SOCKET)
+    return (SOCKET_BUSY_W * active + SOCKET_IDLE_W * (sockets - active)).astype(jnp.int32)
+
+
+def _node_gpu_w(spec: Spec, power: PowerModel) -> tuple[jax.Array, jax.Array]:
+    """(N,) int32 idle and busy W of one GPU of each node's model (0 without GPUs)."""
+    model = jnp.maximum(spec.model, 0)
+    has = spec.model >= 0
+    return (jnp.where(has, power.gpu_idle_w[model], 0), jnp.where(has, power.gpu_busy_w[model], 0))
+
+
+def gpu_watts(gpu_free: jax.Array, gpu_exists: jax.Array, idle_w: jax.Array,
+              busy_w: jax.Array) -> jax.Array:
+    """(G, ...) int32 W of each GPU slot: busy when any milli is allocated, idle when all
+    1000 are free, 0 on a missing slot; `idle_w`, `busy_w` (...) per node."""
+    return jnp.where(gpu_exists, jnp.where(gpu_free < MILLI, busy_w, idle_w), 0).astype(jnp.int32)
+
+
+def node_power(state: State, spec: Spec, power: PowerModel) -> tuple[jax.Array, jax.Array]:
+    """((N,) int32, (N,) int32): each node's CPU and GPU watts in `state`."""
+    idle_w, busy_w = _node_gpu_w(spec, power)
+    gpu = jnp.sum(gpu_watts(state.gpu_free, spec.gpu_exists, idle_w, busy_w), axis=0)
+    return cpu_watts(state.cpu_free, spec.cpu_milli), gpu
+
+
+def datacenter_power(state: State, spec: Spec, power: PowerModel) -> tuple[jax.Array, jax.Array]:
+    """(() int32, () int32): the cluster's CPU and GPU watts (every node, idle ones too)."""
+    cpu, gpu = node_power(state, spec, power)
+    return jnp.sum(cpu), jnp.sum(gpu)
+
+
+def power_increase(state: State, pod: Pod, spec: Spec,
+                   power: PowerModel) -> tuple[jax.Array, jax.Array]:
+    """((N,) int32 W, (N,) int32 GPU): what placing `pod` on each node would add to its power.
+
+    A shared pod tries every GPU with room and keeps the least increase (lowest index on
+    ties), returned second; other pods take their least sufficient GPUs (the idle ones of
+    lowest index for whole GPUs), as `cluster.place` does. Meaningless on infeasible nodes."""
+    idle_w, busy_w = _node_gpu_w(spec, power)
+    exists, free = spec.gpu_exists, state.gpu_free
+    before = gpu_watts(free, exists, idle_w, busy_w)                     # (G, N)
+    cpu_add = cpu_watts(state.cpu_free - pod.cpu_milli, spec.cpu_milli) - cpu_watts(
+        state.cpu_free, spec.cpu_milli)
+    # Shared pod on GPU i: only GPU i changes.
+    per_gpu = gpu_watts(free - pod.gpu_milli, exists, idle_w, busy_w) - before
+    big = jnp.iinfo(jnp.int32).max
+    per_gpu = jnp.where(fitting_gpus(free, pod.gpu_milli), per_gpu, big)
+    shared_gpu = jnp.argmin(per_gpu, axis=0).astype(jnp.int32)
+    shared_add = jnp.min(per_gpu, axis=0)
+    take = least_sufficient(free, pod.gpu_milli, pod.num_gpus) & (pod.num_gpus > 0)
+    after = gpu_watts(free - jnp.where(take, pod.gpu_milli, 0), exists, idle_w, busy_w)
+    other_add = jnp.sum(after - before, axis=0)
+    gpu_add = jnp.where(is_shared(pod), jnp.where(shared_add == big, 0, shared_add), other_add)
+    return (cpu_add + gpu_add).astype(jnp.int32), shared_gpu
+
+
+def min_max(raw: jax.Array, feasible: jax.Array, equal: int) -> jax.Array:
+    """(N,) int32: integer scores rescaled over the feasible nodes, (raw - min) 100 //
+    (max - min), or `equal` everywhere when max = min."""
+    big = jnp.iinfo(jnp.int32).max
+    lo = jnp.min(jnp.where(feasible, raw, big))
+    hi = jnp.max(jnp.where(feasible, raw, -big))
+    scaled = (raw - lo) * 100 // jnp.maximum(hi - lo, 1)
+    return jnp.where(hi > lo, scaled, equal).astype(jnp.int32)
+
+
+def pwr_score(state: State, pod: Pod, feasible: jax.Array, spec: Spec,
+              power: PowerModel) -> tuple[jax.Array, jax.Array]:
+    """PWR: ((N,) int32 in 0..100, (N,) int32 GPU). Raw = minus the watts the placement adds,
+    min-max rescaled over the feasible nodes; all 100 when every feasible node adds the same."""
+    increase, shared_gpu = power_increase(state, pod, spec, power)
+    return min_max(-increase, feasible, 100), shared_gpu
+
+
+def pwr_fgd(a: int, models: Sequence[str] = BUNDLED_MODELS) -> Policy:
+    """The replay policy scoring a x PWR + (1000 - a) x FGD (`-PWR a -FGD 1000-a`), integers.
+
+    a = 1000 is PWR alone, a = 0 FGD alone. A shared pod's GPU is that of the larger
+    weight, FGD's on a tie (a <= 500). `models`: the node file's GPU models
+    (`NodeTable.models`), which give each node its GPU watts. The same function (one
+    compiled replay) for the same (a, models)."""
+    if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a <= WEIGHT_TOTAL:
+        raise ValueError(f"a={a!r}: the PWR weight must be an integer in [0, {WEIGHT_TOTAL}]")
+    return _mix(int(a), tuple(models))
+
+
+@functools.lru_cache(maxsize=None)
+def _mix(a: int, models: tuple[str, ...]) -> Policy:
+    table = power_model(models)
+
+    def policy(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
+        if a == 0:
+            return fgd(key, state, pod, feasible, spec)
+        pwr, pwr_gpu = pwr_score(state, pod, feasible, spec, table)
+        if a == WEIGHT_TOTAL:
+            return a * pwr, pwr_gpu
+        frag, fgd_gpu = fgd(key, state, pod, feasible, spec)
+        gpu = pwr_gpu if a > WEIGHT_TOTAL - a else fgd_gpu
+        return (a * pwr + (WEIGHT_TOTAL - a) * frag).astype(jnp.int32), gpu
+
+    policy.__name__ = policy.__qualname__ = "pwr" if a == WEIGHT_TOTAL else f"pwr_fgd_{a}"
+    return policy
+
+
+def policy_name(a: int) -> str:
+    """The registered name of `pwr_fgd(a)`: "pwr" for 1000, else "pwr_fgd:<a>"."""
+    return "pwr" if a == WEIGHT_TOTAL else f"pwr_fgd:{a}"
+
+
+def parse_name(name: str) -> int | None:
+    """The PWR weight a of a power policy's name ("pwr", "pwr_fgd:<a>" with an integer a in
+    [0, 1000]); None for another name; ValueError for a "pwr_fgd:" with a bad weight."""
+    if name == "pwr":
+        return WEIGHT_TOTAL
+    if not name.startswith("pwr_fgd:"):
+        return None
+    text = name.split(":", 1)[1]
+    if not text.isdigit() or not 0 <= int(text) <= WEIGHT_TOTAL:
+        raise ValueError(f"policy {name!r}: the weight after 'pwr_fgd:' must be an integer in "
+                         f"[0, {WEIGHT_TOTAL}] (the PWR weight a of a x PWR + (1000 - a) x FGD)")
+    return int(text)
+
+
+# ---------------------------------------------------------------- measurement (NumPy)
+
+def grid(top: float = 1.0, step: float = GRID_STEP) -> np.ndarray:
+    """(X,) float64: x = 0, step, ..., top (arrived GPU demand, share of the cluster's GPUs)."""
+    if not (step > 0 and top > 0):
+        raise ValueError(f"step={step}, top={top}: both must be > 0")
+    return np.round(np.arange(0.0, top + step / 2, step), 10)
+
+
+def on_grid(arrived: np.ndarray, values: np.ndarray, valid: np.ndarray, capacity: int,
+            xs: np.ndarray) -> np.ndarray:
+    """(X,) float64: one run's per-pod `values` as a function of x = arrived / capacity,
+    interpolated linearly onto `xs`; of events with the same x the first is kept, and x
+    outside the events take the nearest event's value (the paper's protocol)."""
+    x = np.asarray(arrived, np.float64)[valid] / capacity
+    v = np.asarray(values, np.float64)[valid]
+    if len(x) == 0:
+        raise ValueError("on_grid: the run has no submitted pod")
+    x, first = np.unique(x, return_index=True)           # sorted; arrived never decreases
+    return np.interp(xs, x, v[first])
+
+
+def curves_on_grid(log, capacity: int, top: float = 1.0, step: float = GRID_STEP) -> dict:
+    """Per seed, (S, X) float64 on x = `grid(top, step)`: datacenter power `power`, its `cpu`
+    and `gpu` parts (W), and the allocated milli-GPU `used`; `x` (X,). `log` is a
+    `simulator.Log` of a replay with `power=`."""
+    if log.power_cpu is None:
+        raise ValueError("the log has no power: replay with power=power_model(nodes.models)")
+    xs = grid(top, step)
+    seeds = range(log.valid.shape[0])
+
+    def each(values):
+        return np.stack([on_grid(log.arrived[s], values[s], log.valid[s], capacity, xs)
+                         for s in seeds])
+    cpu, gpu = each(log.power_cpu), each(log.power_gpu)
+    return {"x": xs, "power": cpu + gpu, "cpu": cpu, "gpu": gpu, "used": each(log.used)}
+
+
+def summary(curves: dict[str, dict], capacity: int, reference: str = "fgd",
+            plateau: tuple[float, float] = PLATEAU) -> dict:
+    """The paper's figures per policy from `curves_on_grid` results (name -> curves): seed-mean
+    power (W) on x, GRAR at the last x (mean allocated / mean arrived milli-GPU), power at
+    the last x (MW, CPU part too) and, against `reference`, savings (P_ref - P) / P_ref x 100
+    on x, their min, mean and max over the plateau x range and their value at the last x."""
+    if reference not in curves:
+        raise ValueError(f"reference={reference!r} is not among the policies {sorted(curves)}")
+    ref = curves[reference]["power"].mean(axis=0)
+    out = {}
+    for name, c in curves.items():
+        xs, mean = c["x"], c["power"].mean(axis=0)
+        saving = (ref - mean) / ref * 100
+        flat = (xs >= plateau[0] - 1e-9) & (xs <= plateau[1] + 1e-9)
+        out[name] = {
+            "x": xs.tolist(), "power_w": np.round(mean, 1).tolist(),
+            "savings_pct": np.round(saving, 3).tolist(),
+            "grar": round(float(c["used"][:, -1].mean() / (xs[-1] * capacity)), 4),
+            "grar_per_seed": np.round(c["used"][:, -1] / (xs[-1] * capacity), 4).tolist(),
+            "power_mw_at_end": round(float(mean[-1]) / 1e6, 4),
+            "cpu_mw_at_end": round(float(c["cpu"].mean(axis=0)[-1]) / 1e6, 4),
+            "savings_plateau_pct": {"min": round(float(saving[flat].min()), 2),
+                                    "mean": round(float(saving[flat].mean()), 2),
+                                    "max": round(float(saving[flat].max()), 2)},
+            "savings_at_end_pct": round(float(saving[-1]), 2),
+        }
+    return out
+
+
+# The PWR paper's policies on the bundled node files: PWR alone and its PWR+FGD mixes.
+PAPER_WEIGHTS = (1000, 500, 300, 200, 100, 50, 25)
+POWER_POLICIES: dict[str, Policy] = {policy_name(a): pwr_fgd(a) for a in PAPER_WEIGHTS}
