@@ -1,0 +1,167 @@
+"""Power on the OpenB cluster (vte.openb.power): the model on the bundled cluster, PWR and
+the PWR+FGD mixes worked out by hand on a small cluster, the replay's power log and the
+paper's interpolation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vte import openb
+from vte.openb import cluster, power, simulator, workload
+from vte.openb.cluster import Pod, Typical
+
+NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"
+# n0: 32 cores' worth of vCPUs (16 physical cores, 1 socket), 2 T4; n1: 2 sockets, 4 T4;
+# n2: 1 socket, 1 P100; n3: 1 socket, no GPU.
+ROWS = [("n0", 32000, 65536, 2, "T4"), ("n1", 64000, 131072, 4, "T4"),
+        ("n2", 16000, 32768, 1, "P100"), ("n3", 8000, 16384, 0, "")]
+ONE_SHAPE = Typical(cpu_milli=jnp.array([0], jnp.int32), gpu_milli=jnp.array([500], jnp.int32),
+                    num_gpus=jnp.array([1], jnp.int32), model_mask=jnp.array([0], jnp.int32),
+                    prob=jnp.array([1.0], jnp.float32))
+
+
+def pod(cpu=1000, num_gpus=1, milli=1000):
+    return Pod(cpu_milli=jnp.int32(cpu), memory_mib=jnp.int32(1024), num_gpus=jnp.int32(num_gpus),
+               gpu_milli=jnp.int32(milli if num_gpus else 0), model_mask=jnp.int32(0),
+               valid=jnp.bool_(True))
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    path = tmp_path_factory.mktemp("power") / "nodes.csv"
+    path.write_text(NODE_HEADER + "".join(",".join(map(str, r)) + "\n" for r in ROWS))
+    nodes = openb.load_nodes(str(path))
+    spec = cluster.make_spec(nodes, ONE_SHAPE)
+    state = cluster.empty_state(spec, np.arange(4, dtype=np.int32))
+    return nodes, spec, state, power.power_model(nodes.models)
+
+
+def with_node(state, node, frees, cpu_free=None):
+    col = state.gpu_free[:, node].at[:len(frees)].set(jnp.asarray(frees, jnp.int32))
+    state = state.replace(gpu_free=state.gpu_free.at[:, node].set(col))
+    if cpu_free is not None:
+        state = state.replace(cpu_free=state.cpu_free.at[node].set(cpu_free))
+    return state
+
+
+def test_bundled_cluster_draws_the_published_watts():
+    nodes = openb.load_nodes("gpu")
+    assert nodes.models == power.BUNDLED_MODELS == openb.load_nodes("all").models
+    spec = cluster.make_spec(nodes, ONE_SHAPE)
+    state = cluster.empty_state(spec, np.arange(len(nodes), dtype=np.int32))
+    table = power.power_model(nodes.models)
+    cpu, gpu = jax.jit(power.datacenter_power)(state, spec, table)
+    assert (int(cpu), int(gpu)) == (55_665, 174_435)          # 230.1 kW exactly, 3,711 sockets
+    busy = state.replace(cpu_free=jnp.zeros_like(state.cpu_free),
+                         gpu_free=jnp.where(spec.gpu_exists, 999, 0).astype(jnp.int32))
+    assert sum(map(int, power.datacenter_power(busy, spec, table))) == 1_474_110
+    with pytest.raises(ValueError, match=r"\['A100'\] have no power figures"):
+        power.power_model(("T4", "A100"))
+
+
+def test_node_power_by_hand(small):
+    nodes, spec, state, table = small
+    cpu, gpu = power.node_power(state, spec, table)
+    # idle sockets 1, 2, 1, 1 x 15 W; GPUs 2 x 10, 4 x 10, 1 x 25 W, none
+    assert np.asarray(cpu).tolist() == [15, 30, 15, 15]
+    assert np.asarray(gpu).tolist() == [20, 40, 25, 0]
+    # 2 vCPUs busy on n1 (one core): one socket active; a GPU with 1 milli used draws its max.
+    state = with_node(state, 1, [999, 1000, 1000, 1000], cpu_free=62000)
+    cpu, gpu = power.node_power(state, spec, table)
+    assert int(cpu[1]) == 120 + 15 and int(gpu[1]) == 70 + 3 * 10
+    # 17 busy cores (34 vCPUs) need both sockets of n1.
+    cpu, _ = power.node_power(with_node(state, 1, [], cpu_free=64000 - 34000), spec, table)
+    assert int(cpu[1]) == 240 and int(power.cpu_watts(jnp.int32(64000 - 32000), jnp.int32(64000))) == 135
+
+
+def test_power_increase_by_hand(small):
+    nodes, spec, state, table = small
+    # n0: GPU 0 already shared (600 free), one core busy: a 200-milli pod with 1 vCPU adds
+    # nothing on GPU 0 (busy already, the socket active already), 60 W on idle GPU 1.
+    state = with_node(state, 0, [600, 1000], cpu_free=30000)
+    add, gpu = power.power_increase(state, pod(cpu=1000, milli=200), spec, table)
+    # n1: one socket wakes (+105), a T4 wakes (+60); n2: +105 and a P100 (+225)
+    assert np.asarray(add).tolist()[:3] == [0, 165, 330] and int(gpu[0]) == 0
+    # Whole GPUs take idle ones: 2 x (70 - 10) on n1; CPU-only pods only wake sockets.
+    add, _ = power.power_increase(state, pod(cpu=1000, num_gpus=2), spec, table)
+    assert int(add[1]) == 105 + 120
+    add, _ = power.power_increase(state, pod(cpu=1000, num_gpus=0), spec, table)
+    assert np.asarray(add).tolist() == [0, 105, 105, 105]
+    # Pure: vmap over two states equals each alone.
+    both = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), state, small[2])
+    many, _ = jax.vmap(lambda s: power.power_increase(s, pod(milli=200), spec, table))(both)
+    one, _ = power.power_increase(small[2], pod(milli=200), spec, table)
+    np.testing.assert_array_equal(np.asarray(many[1]), np.asarray(one))
+
+
+def test_pwr_and_the_mixes_by_hand(small):
+    nodes, spec, state, table = small
+    state = with_node(state, 0, [600, 1000], cpu_free=30000)
+    p = pod(cpu=1000, milli=200)
+    feasible = cluster.feasible(state, p, spec)
+    assert np.asarray(feasible).tolist() == [True, True, True, False]
+    key = jax.random.PRNGKey(0)
+
+    def run(a):
+        s, g = power.pwr_fgd(a, nodes.models)(key, state, p, feasible, spec)
+        return np.asarray(s).tolist()[:3], int(g[0])
+    # PWR raw -0, -165, -330 -> (raw + 330) 100 // 330 = 100, 50, 0; its GPU on n0 is GPU 0.
+    # FGD (one typical shape, 500 milli): GPU 1 keeps n0 unfragmented (50), GPU 0 would
+    # leave 400 stranded (trunc(100 sigmoid(-0.4)) = 40): FGD takes GPU 1; n1, n2: 50.
+    assert run(1000) == ([100_000, 50_000, 0], 0)
+    assert run(0) == ([50, 50, 50], 1)
+    assert run(200) == ([200 * 100 + 800 * 50, 200 * 50 + 800 * 50, 800 * 50], 1)
+    assert run(500)[1] == 1 and run(501)[1] == 0               # the larger weight's GPU; ties FGD
+    # Every feasible node adding the same watts: PWR scores all 100.
+    cpu_only = pod(cpu=1000, num_gpus=0)
+    s, _ = power.pwr_score(small[2], cpu_only, cluster.feasible(small[2], cpu_only, spec), spec, table)
+    assert np.asarray(s).tolist() == [100, 100, 100, 100]
+    for bad in (-1, 1001, 2.5, True):
+        with pytest.raises(ValueError, match="the PWR weight must be an integer in"):
+            power.pwr_fgd(bad)
+
+
+def test_names_resolve_and_published_names_stay():
+    from vte.openb import policies
+    assert list(policies.POLICIES) == ["random", "dot_product", "gpu_clustering", "gpu_packing",
+                                       "best_fit", "fgd"]
+    assert policies.policy_by_name("pwr") is power.pwr_fgd(1000)
+    assert policies.policy_by_name("pwr_fgd:200") is power.pwr_fgd(200)
+    assert policies.policy_by_name("fgd") is policies.fgd
+    assert set(power.POWER_POLICIES) == {"pwr", "pwr_fgd:500", "pwr_fgd:300", "pwr_fgd:200",
+                                            "pwr_fgd:100", "pwr_fgd:50", "pwr_fgd:25"}
+    for bad in ("pwr_fgd:x", "pwr_fgd:1001", "pwr_fgd:"):
+        with pytest.raises(ValueError, match="must be an integer in"):
+            policies.policy_by_name(bad)
+    with pytest.raises(ValueError, match="unknown policy 'nope'"):
+        policies.policy_by_name("nope")
+
+
+def test_the_replay_logs_power_and_the_grid_interpolates(small):
+    nodes, spec, state, table = small
+    # Six pods on the small cluster, one seed, the last one fails (no room left for 4 GPUs).
+    shapes = [(4000, 1, 500), (1000, 2, 1000), (2000, 0, 0), (1000, 1, 300), (1000, 1, 1000),
+              (1000, 4, 1000)]
+    pods = Pod(*(jnp.asarray([[v] for v in col], jnp.int32).T for col in (
+        [s[0] for s in shapes], [1024] * 6, [s[1] for s in shapes], [s[2] for s in shapes],
+        [0] * 6)), valid=jnp.ones((1, 6), bool))
+    log = simulator.replay(power.pwr_fgd(1000, nodes.models), spec, pods,
+                           np.arange(4, dtype=np.int32)[None], jax.random.PRNGKey(0)[None], chunk=4,
+                           power=table)
+    total = log.power_cpu + log.power_gpu
+    assert log.placed[0].tolist() == [True] * 5 + [False]
+    assert total[0, -1] == total[0, -2] and (np.diff(total[0]) >= 0).all()
+    assert total[0, 0] == 160 + 105 + 60            # the first pod wakes one socket, one T4
+    # The paper's interpolation: duplicate x keep the first event, ends are held.
+    xs = np.array([0.0, 0.5, 1.0])
+    got = power.on_grid(np.array([0, 100, 100, 300]), np.array([5.0, 7.0, 9.0, 11.0]),
+                        np.ones(4, bool), 400, xs)
+    assert got.tolist() == [5.0, 9.0, 11.0]
+    assert power.grid().shape == (201,) and power.grid()[-1] == 1.0
+    curves = power.curves_on_grid(log, int(spec.total_gpu_milli), top=1.0, step=0.25)
+    out = power.summary({"fgd": curves, "pwr": curves}, int(spec.total_gpu_milli))
+    assert out["pwr"]["savings_at_end_pct"] == 0.0
+    # x = 1.0 (7000 milli arrived) lies between the 5th pod (3800) and the failed 6th (7800):
+    # 3800 milli allocated either side.
+    assert out["fgd"]["grar"] == pytest.approx(3800 / 7000, abs=1e-4)
