@@ -94,9 +94,13 @@ def test_round_trip_keeps_every_reported_field():
     # Tasks: every field of the valid requests.
     ids = [uuid.UUID(int=k) for k in range(PARAMS.queue_len)]
     tasks = convert.tasks_from_requests(state.queue, ids)
-    reqs = convert.task_requests(tasks, view, check_gpu_models=False)
+    reqs, reasons = convert.task_requests(tasks, view)
     valid = np.flatnonzero(state.queue.valid)
-    assert reqs.valid.sum() == len(valid) == len(tasks)
+    assert len(valid) == len(tasks)
+    # A task no node can host (a GPU model on no node) is an invalid slot, with its reason.
+    hostless = [r is not None for r in reasons]
+    np.testing.assert_array_equal(reqs.valid[:len(valid)], ~np.array(hostless, bool))
+    assert all("GPU model" in r for r in reasons if r is not None)
     for f in ("demand", "work", "gpu_models", "required", "rejected", "preferred", "origin",
               "latency_bound", "data_gb"):
         np.testing.assert_array_equal(getattr(reqs, f)[:len(valid)],
@@ -111,7 +115,7 @@ def test_optimal_on_the_converted_cluster_is_the_environment_optimum(seed):
     request = S.ScheduleRequest(tasks=convert.tasks_from_requests(state.queue, ids),
                                 cluster=convert.cluster_state(state))
     view = convert.cluster_view(request.cluster, PARAMS)
-    nodes, costs = _OPTIMAL([view], [convert.task_requests(request.tasks, view)])
+    nodes, costs, _ = _OPTIMAL([view], [convert.task_requests(request.tasks, view)[0]])
     expected = int(state.scores.optimum)     # the environment's optimum of this state
     if expected == PARAMS.num_nodes:
         assert nodes[0, 0] == -1
@@ -134,17 +138,41 @@ def test_defaults_for_what_decice_does_not_report():
     assert view.twin.power[0] == view.cluster.power_idle[0]
 
 
-def test_conversion_errors_name_the_value():
-    cs = S.ClusterState.model_validate(_body([], [_node("a", 8)])["cluster"])
-    with pytest.raises(convert.ConversionError, match="nvidia-v100"):
-        convert.gpu_index("nvidia-v100", "x")
-    with pytest.raises(convert.ConversionError, match="'quantum'"):
-        convert.cluster_view(S.ClusterState.model_validate(
-            _body([], [_node("a", 8, labels=["quantum"])])["cluster"]), PARAMS)
+def test_what_decice_accepts_and_vte_cannot_use_is_ignored_not_refused():
+    cs = S.ClusterState.model_validate({
+        "vertexpools": [{"id": "p", "nodes": [
+            _node("v100", 8, gpu_model="nvidia-v100", gpu_count=4, labels=["quantum", "ssd"]),
+            _node("a100", 8, gpu_model="nvidia-a100"),
+            {"name": None, "metrics": {"cpu_cores": 4, "mem_total": 8}},      # no id: left out
+            {"id": "neg", "metrics": {"cpu_cores": 4, "mem_total": 8, "total_disk_gb": -1,
+                                      "network_bandwidth_mbps": -1}}]}],
+        "links": [{"vertexpool_a_id": "p", "vertexpool_b_id": "nowhere", "network_delay_ms": 3},
+                  {"vertexpool_a_id": "p", "vertexpool_b_id": "p", "network_delay_ms": -1}]})
     view = convert.cluster_view(cs, PARAMS)
-    bad = S.Task.model_validate({**_task(0, 1), "vte": {"origin_pool": "nowhere"}})
-    with pytest.raises(convert.ConversionError, match="'nowhere'"):
-        convert.task_requests([bad], view)
+    assert view.node_ids == ["v100", "a100", "neg"]
+    # A GPU model vte does not know: the node's GPUs are not offered, its CPUs are.
+    assert view.cluster.gpu_model[0] == 0 and view.cluster.capacity[2, 0] == 0
+    assert view.cluster.capacity[0, 0] == 8
+    labels = view.cluster.labels[0]
+    assert labels & (1 << vte.catalogue.LABELS.index("ssd"))       # a vte label is kept
+    assert view.cluster.gpu_model[1] == 2                           # A100 known
+    # Negative bandwidth and disk read as not reported; both links ignored.
+    assert view.cluster.capacity[3, 2] == 0
+    assert view.cluster.bandwidth[2] > 0
+    assert view.cluster.link_delay[0, 0] == vte.catalogue.INTRA_SITE_DELAY_MS
+    # Tasks no node can host carry their reason and are invalid slots.
+    tasks = [S.Task.model_validate(t) for t in (
+        _task(0, 1, gpu="nvidia-t4"), _task(1, 1, gpu="nvidia-v100"), _task(2, 1, gpu="A100"),
+        {**_task(3, 1), "vte": {"origin_pool": "nowhere"}},
+        {**_task(4, 1), "time_limit": -5}, {**_task(5, 1), "time_limit": 1.5})]
+    reqs, reasons = convert.task_requests(tasks, view)
+    assert "nvidia-t4" in reasons[0] and "nvidia-v100" in reasons[1] and reasons[2] is None
+    assert "'nowhere'" in reasons[3] and reasons[4] is None
+    assert list(reqs.valid[:6]) == [False, False, True, False, True, True]
+    assert reqs.work[4] == convert.DEFAULT_WORK_S and reqs.work[5] == np.float32(1.5)
+    # The one conversion error left: more than the largest bucket, naming the count.
+    with pytest.raises(convert.ConversionError, match="5000 is too many"):
+        convert.bucket(5000, convert.NODE_BUCKETS, "cluster nodes")
 
 
 # --------------------------------------------------------------------------
@@ -172,7 +200,7 @@ def test_201_places_and_names_the_strategy(client):
 def test_403_without_the_key(client, key):
     r = _post(client, _body([_task(0, 1)], [_node("a", 8)]), key=key)
     assert r.status_code == 403
-    assert API_KEY_HEADER in r.json()["detail"]
+    assert r.json()["detail"][0]["loc"] == ["header", API_KEY_HEADER]
 
 
 def test_422_malformed_body_names_the_field(client):
@@ -189,16 +217,66 @@ def test_422_malformed_body_names_the_field(client):
     assert r.status_code == 422
 
 
-def test_422_impossible_requests(client):
-    r = _post(client, _body([_task(0, 1, gpu="nvidia-h100")], [_node("a", 8)]))
-    assert r.status_code == 422 and "nvidia-h100" in r.json()["detail"]
+@pytest.mark.parametrize("path, value", [
+    (("tasks", 0, "requirements", "required_cpu"), 10 ** 400),
+    (("tasks", 0, "requirements", "required_memory"), 10 ** 400),
+    (("tasks", 0, "time_limit"), 10 ** 400),
+    (("cluster", "vertexpools", 0, "nodes", 0, "metrics", "cpu_cores"), 1e308),
+    (("cluster", "vertexpools", 0, "nodes", 0, "metrics", "mem_total"), 1e39),
+    (("cluster", "vertexpools", 0, "nodes", 0, "node_info", "speed"), 1e300),
+    (("cluster", "links"), [{"vertexpool_a_id": "pool-a", "vertexpool_b_id": "pool-a",
+                             "network_delay_ms": 1e300}]),
+    (("cluster", "lastUpdated"), float("inf")),
+    (("cluster", "vertexpools", 0, "nodes", 0, "metrics", "util"), float("nan")),
+])
+def test_422_names_the_out_of_range_number(client, path, value):
+    body = _body([_task(0, 1)], [_node("a", 8)])
+    where = body
+    for key in path[:-1]:
+        where = where[key]
+    where[path[-1]] = value
+    raw = json.dumps(body)           # Infinity and NaN as Python's JSON writes them
+    r = client.post("/schedule", content=raw, headers={API_KEY_HEADER: KEY,
+                                                        "content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert set(detail[0]) == {"type", "loc", "msg"}
+    field = path[-1] if path[-1] != "links" else "network_delay_ms"
+    assert field in detail[0]["loc"], detail
+
+
+def test_tasks_no_node_can_host_are_answered_empty_with_the_reason(client):
+    r = _post(client, _body([_task(0, 1, gpu="nvidia-t4"), _task(1, 2),
+                             {**_task(2, 1), "vte": {"origin_pool": "elsewhere"}}],
+                            [_node("a", 8, gpu_model="nvidia-a100")]))
+    assert r.status_code == 201, r.text
+    got = r.json()["placements"]
+    assert got[0]["target_node_ids"] == [] and "nvidia-t4" in got[0]["reason"]
+    assert got[1]["target_node_ids"] == ["a"] and "reason" not in got[1]
+    assert got[2]["target_node_ids"] == [] and "'elsewhere'" in got[2]["reason"]
+    # A cluster without nodes, repeated ids: accepted, as DECICE accepts them.
     r = _post(client, _body([_task(0, 1)], []))
-    assert r.status_code == 422 and "no node" in r.json()["detail"][0]["msg"]
-    r = _post(client, _body([_task(0, 1), _task(0, 2)], [_node("a", 8)]))
-    assert r.status_code == 422 and "more than once" in r.json()["detail"][0]["msg"]
-    r = _post(client, _body([_task(0, 1)], [_node("a", 8), _node("a", 4)]))
-    assert r.status_code == 422 and "more than once" in r.json()["detail"][0]["msg"]
+    assert r.status_code == 201 and r.json()["placements"][0]["target_node_ids"] == []
+    r = _post(client, _body([_task(0, 1), _task(0, 2)], [_node("a", 8), _node("a", 4)]))
+    assert r.status_code == 201 and [p["target_node_ids"] for p in
+                                     r.json()["placements"]] == [["a"], ["a"]]
     assert client.get("/health").status_code == 200         # still serving
+
+
+def test_413_beyond_the_body_limit():
+    placer, name = make_placer("first_fit")
+    app = create_app(placer, name, max_body_bytes=2000)
+    body = json.dumps(_body([_task(k, 1) for k in range(40)], [_node("a", 8)])).encode()
+    assert len(body) > 2000
+    with TestClient(app) as c:
+        r = c.post("/schedule", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 413 and r.json()["detail"][0]["type"] == "too_large"
+
+        def chunks():                 # no Content-Length: counted while reading
+            yield body[:1500]
+            yield body[1500:]
+        r = c.post("/schedule", content=chunks(), headers={"content-type": "application/json"})
+        assert r.status_code == 413
 
 
 def test_tasks_are_placed_on_the_cluster_the_previous_ones_left(client):
@@ -296,3 +374,116 @@ def test_import_vte_does_not_import_fastapi():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+# --------------------------------------------------------------------------
+# Operation: warm-up, the server process, its timeouts and limits
+# --------------------------------------------------------------------------
+
+class _GatedPlacer(Placer):
+    """A placer whose compilations wait for `gate` (to observe the warm-up)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gate = threading.Event()
+
+    def compile(self, shape):
+        self.gate.wait(60)
+        super().compile(shape)
+
+
+def test_health_is_503_until_warm_and_cold_shapes_do_not_block_warm_ones():
+    placer = _GatedPlacer(OPTIMAL, PARAMS)
+    shape = (1, 16, 4, 1)
+    with TestClient(create_app(placer, OPTIMAL, warmup=[shape])) as c:
+        r = c.get("/health")
+        assert r.status_code == 503 and r.json()["components"]["warmup"]["status"] == "WARMING"
+        placer.gate.set()
+        for _ in range(600):
+            if c.get("/health").status_code == 200:
+                break
+            threading.Event().wait(0.1)
+        assert c.get("/health").json()["components"]["warmup"]["details"] == "1 of 1 shapes compiled"
+        # A cold shape (64 nodes) compiles on its own thread; while it is held, a warm
+        # request (16 nodes, one task) is answered.
+        placer.gate.clear()
+        cold = {}
+        big = threading.Thread(target=lambda: cold.setdefault("r", c.post("/schedule", json=_body(
+            [_task(0, 1)], [_node(f"n{i}", 8) for i in range(20)]))))
+        big.start()
+        r = c.post("/schedule", json=_body([_task(0, 2)], [_node("a", 1), _node("b", 8)]))
+        assert r.status_code == 201 and r.json()["placements"][0]["target_node_ids"] == ["b"]
+        assert "r" not in cold                         # the cold one still waits
+        placer.gate.set()
+        big.join(120)
+        assert cold["r"].status_code == 201
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_server_process_binds_first_and_guards_its_connections():
+    import socket
+    import time
+    import urllib.request
+    with socket.socket() as taken:                      # a taken port fails before warm-up
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        out = subprocess.run([sys.executable, "-m", "vte.serve", "--policy", "first_fit",
+                              "--port", str(taken.getsockname()[1])],
+                             capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "cannot listen" in out.stderr and "compiling" not in out.stderr
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vte.serve", "--policy", "first_fit", "--port", str(port),
+         "--warmup-nodes", "16", "--warmup-tasks", "1", "--warmup-batches", "1",
+         "--header-timeout-s", "1", "--body-timeout-s", "1", "--max-connections", "3",
+         "--log-level", "info"], stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(1200):
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{port}/health").status == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        addr = ("127.0.0.1", port)
+        head = (b"POST /schedule HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 1000\r\n\r\n")
+        # A half-sent request head: the connection is closed after the header timeout.
+        half = socket.create_connection(addr, timeout=10)
+        half.sendall(head[:30])
+        assert half.recv(100) == b""
+        # A body that does not arrive: 408.
+        slow = socket.create_connection(addr, timeout=10)
+        slow.sendall(head + b"{")
+        assert b" 408 " in slow.recv(1000).split(b"\r\n")[0]
+        slow.close()
+        # The connection limit: a fourth connection is closed at once.
+        held = [socket.create_connection(addr, timeout=10) for _ in range(3)]
+        extra = socket.create_connection(addr, timeout=10)
+        t0 = time.monotonic()
+        assert extra.recv(100) == b"" and time.monotonic() - t0 < 0.9   # before any timeout
+        for s in held + [extra, half]:
+            s.close()
+        time.sleep(0.2)
+        # A client that leaves during its upload: one INFO line, no traceback.
+        gone = socket.create_connection(addr, timeout=10)
+        gone.sendall(head + b'{"tasks": [')
+        gone.close()
+        time.sleep(0.5)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    assert "no API key configured" in err
+    assert "disconnected before sending its whole request" in err
+    assert "Traceback" not in err and "ClientDisconnect" not in err
+
+
+def test_help_is_readable():
+    out = subprocess.run([sys.executable, "-m", "vte.serve", "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "--max-body-bytes" in out and "\\\n" not in out and "\\ " not in out

@@ -5,14 +5,14 @@
 
 `decice` writes, per episode e, `DIR/episode_{e:05d}.json`: a DECICE `ScheduleRequest`
 (the queued requests as tasks, the cluster after `--warmup-steps` optimal decisions as
-its digital twin reports it, running jobs as pods; `vte.serve.convert.cluster_state`;
-a queued request that wants a GPU model no node of the cluster has is left out, since
-the server answers such a request 422, and counted in the manifest),
+its digital twin reports it, running jobs as pods; `vte.serve.convert.cluster_state`),
 and beside it `DIR/episode_{e:05d}.optimal.json`: vte's optimal placement of those tasks
 as a DECICE `ScheduleResponse` (each task in turn on the least-cost feasible node of the
-cluster as the previous ones left it, `strategy_used: "optimal"`), with each placement's
-cost. That is exactly what `python -m vte.serve --policy optimal` answers for the file.
-`DIR/manifest.json` records the parameters, the seed and the file names.
+cluster as the previous ones left it, `strategy_used: "optimal"`; a task no node can host,
+such as one wanting a GPU model no node carries, `target_node_ids: []` with its reason),
+with each placement's cost. That is exactly what `python -m vte.serve --policy optimal` answers for the file.
+`DIR/manifest.json` records the parameters, the seed, the file names and how many tasks
+no node could host.
 
 Deterministic: episode e is `vte.reset(fold_in(PRNGKey(seed), e))` followed by
 `--warmup-steps` steps keyed by `fold_in` of the same key.
@@ -67,8 +67,8 @@ def export_decice(out: str, episodes: int, params: EnvParams, seed: int = 0,
                   warmup_steps: int = 16) -> list[str]:
     """Write the DECICE files of `episodes` scenarios into `out`; returns their paths."""
     from vte.serve import schemas as S
-    from vte.serve.convert import (cluster_state, cluster_view, gpu_model_present,
-                                   task_requests, tasks_from_requests)
+    from vte.serve.convert import (cluster_state, cluster_view, placements, task_requests,
+                                   tasks_from_requests)
     from vte.serve.place import OPTIMAL, Placer
 
     if episodes < 1:
@@ -87,18 +87,13 @@ def export_decice(out: str, episodes: int, params: EnvParams, seed: int = 0,
         ids = [uuid.uuid5(TASK_NAMESPACE, f"{seed}/{e}/{slot}") for slot in range(k)]
         cluster = cluster_state(state)
         view = cluster_view(cluster, params)
-        q = state.queue
-        servable = q.valid & np.array([q.demand[slot, 2] == 0 or gpu_model_present(
-            int(q.gpu_models[slot]), view) for slot in range(k)])
-        left_out += int(np.sum(q.valid) - np.sum(servable))
         request = S.ScheduleRequest(
-            tasks=tasks_from_requests(q.replace(valid=servable), ids), cluster=cluster)
-        nodes, costs = placer([view], [task_requests(request.tasks, view)])
-        placements = [S.TaskPlacement(
-            task_id=task.id, strategy_used=OPTIMAL,
-            target_node_ids=[view.node_ids[int(nodes[0, t])]] if nodes[0, t] >= 0 else [])
-            for t, task in enumerate(request.tasks)]
-        answer = S.ScheduleResponse(placements=placements).model_dump(mode="json")
+            tasks=tasks_from_requests(state.queue, ids), cluster=cluster)
+        requests, reasons = task_requests(request.tasks, view)
+        nodes, costs, fits = placer([view], [requests])
+        answer = placements(request.tasks, view, nodes[0], fits[0], reasons, OPTIMAL)
+        left_out += sum(r is not None for r in reasons)
+        answer = S.ScheduleResponse(placements=answer).model_dump(mode="json", exclude_none=True)
         answer["costs"] = [float(costs[0, t]) for t in range(len(request.tasks))]
         stem = os.path.join(out, f"episode_{e:05d}")
         atomic_write_text(stem + ".json", request.model_dump_json(indent=1))
@@ -106,7 +101,7 @@ def export_decice(out: str, episodes: int, params: EnvParams, seed: int = 0,
         written.append(stem + ".json")
     manifest = {"format": "decice", "seed": seed, "episodes": episodes,
                 "warmup_steps": warmup_steps,
-                "tasks_left_out_no_gpu_model": left_out,
+                "tasks_no_node_can_host": left_out,
                 "params": {name: np.asarray(getattr(params, name)).tolist()
                            for name in EnvParams.__dataclass_fields__},
                 "files": [os.path.basename(p) for p in written]}

@@ -2,22 +2,31 @@
 
     app = create_app(Placer(policy, params), name="kube_default", api_key="...")
 
-`POST /schedule` validates the body (422 naming the field when it is malformed),
-converts the cluster and the tasks (`vte.serve.convert`; 422 with the reason when the
-request is impossible: a GPU model no node has, an unknown label, too many nodes),
-waits for a micro-batch, and answers 201 with one placement per task, in the order of
-the tasks: the node chosen, or `target_node_ids: []` when the task fits nowhere.
+`POST /schedule` reads the body (413 beyond `max_body_bytes`, 408 when it does not
+arrive within `body_timeout_s`), validates it against the published schema (422 naming
+each bad field: `{"detail": [{"type", "loc", "msg"}]}`, the one shape of every error
+answer), converts the cluster and the tasks (`vte.serve.convert`), queues them for a
+batch, and answers 201 with one placement per task, in the order of the tasks: the node
+chosen, or `target_node_ids: []` with a `reason` when the task is not placed.
 `strategy_used` is the policy's name; `scheduling_duration_ms` is the time from the
 request's arrival to its answer, batching wait included.
 
-Micro-batching: requests that arrive within `window_ms` of the first of a batch (at
-most `max_batch`) are grouped by their padded shape and each group runs as one compiled
-call (`Placer`), on one worker thread, so the event loop keeps accepting requests. Every
-request is its own row of the batch: concurrent requests never see each other's state.
+Batching: requests that arrive while the placement thread is busy are taken together as
+the next batch (at most `max_batch`; `window_ms` > 0 also waits that long for more),
+grouped by padded shape, and each group runs as one compiled call (`Placer.run`) on the
+placement thread, so the event loop keeps accepting requests. Every request is its own
+row of the batch: concurrent requests never see each other's state.
 
-When the app has an API key, a request to `/schedule` without the header
-`X-Internal-Api-Key` or with another value gets 403. An error inside a batch answers
-500 to the requests of that batch only; the server keeps serving.
+Compilation never blocks a compiled shape: a group whose shape has no compiled program
+(nor one with a larger batch or task bucket, `Placer.ready`) is compiled on a thread of
+its own and placed when that finishes, while other groups keep being served. At start-up
+the shapes of `warmup` are compiled on that thread; `GET /health` answers 503 until they
+are ready, 200 after.
+
+When the app has an API key (declared in the OpenAPI document as an API-key security
+scheme), a request to `/schedule` without the header `X-Internal-Api-Key` or with another
+value gets 403. An error inside a batch answers 500 to the requests of that batch only;
+the server keeps serving.
 """
 
 from __future__ import annotations
@@ -29,18 +38,30 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Sequence
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Request, status
+from fastapi import Depends, FastAPI, HTTPException, Request, status
 from fastapi.responses import JSONResponse, Response
+from fastapi.security import APIKeyHeader
 from pydantic import ValidationError
+from starlette.requests import ClientDisconnect
 
 from vte.serve import schemas as S
-from vte.serve.convert import ClusterView, ConversionError, cluster_view, task_requests
-from vte.serve.place import Placer
+from vte.serve.convert import (ClusterView, ConversionError, cluster_view, placements,
+                               task_requests)
+from vte.serve.place import Placer, Shape
 from vte.types import Requests
 
 API_KEY_HEADER = "X-Internal-Api-Key"
+MAX_BODY_BYTES = 16 * 1024 * 1024     # default request-size limit (a 4096-node cluster is ~4 MB)
+BODY_TIMEOUT_S = 30.0                 # default time for a request's body to arrive
 log = logging.getLogger("vte.serve")
+
+
+def error(status_code: int, kind: str, loc: Sequence, msg: str) -> JSONResponse:
+    """An error answer in the one documented shape (`schemas.ErrorResponse`)."""
+    return JSONResponse(status_code=status_code,
+                        content={"detail": [{"type": kind, "loc": list(loc), "msg": msg}]})
 
 
 @dataclass
@@ -58,104 +79,206 @@ class _Item:
 
 
 class Batcher:
-    """Collects requests for `window_s` (at most `max_batch`) and runs each shape group as
-    one call of the placer on a single worker thread."""
+    """Collects requests into batches and runs each shape group as one compiled call on a
+    placement thread; compiles unseen shapes on a compile thread (see the module doc)."""
 
-    def __init__(self, placer: Placer, window_s: float = 0.002, max_batch: int = 64):
+    def __init__(self, placer: Placer, window_s: float = 0.0, max_batch: int = 64):
         self.placer = placer
         self.window_s = window_s
         self.max_batch = max_batch
         self.queue: asyncio.Queue | None = None
         self.task: asyncio.Task | None = None
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vte-place")
+        self.placing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vte-place")
+        self.compiling = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vte-compile")
+        self._compiles: dict[Shape, asyncio.Future] = {}
+        self._pending: set[asyncio.Task] = set()
         self.batches = 0
+        self.warm = asyncio.Event()
+        self.warmup_shapes: list[Shape] = []
 
-    def start(self) -> None:
+    def start(self, warmup: Sequence[Shape] = ()) -> None:
+        loop = asyncio.get_running_loop()
         self.queue = asyncio.Queue()
-        self.task = asyncio.get_running_loop().create_task(self._run())
+        self.task = loop.create_task(self._run())
+        self.warmup_shapes = list(warmup)
+        self._spawn(self._warmup())
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except asyncio.CancelledError:
-                pass
-        self.executor.shutdown(wait=True)
+        for task in [self.task, *self._pending]:
+            if task is not None:
+                task.cancel()
+        for task in [self.task, *self._pending]:
+            if task is not None:
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+        self.placing.shutdown(wait=True)
+        self.compiling.shutdown(wait=True, cancel_futures=True)
 
     @property
     def alive(self) -> bool:
         return self.task is not None and not self.task.done()
 
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _warmup(self) -> None:
+        start = time.perf_counter()
+        for shape in self.warmup_shapes:
+            await self._compile(shape)
+        log.info("warm: compiled %d shapes in %.1f s", len(self.warmup_shapes),
+                 time.perf_counter() - start)
+        self.warm.set()
+
+    def _compile(self, shape: Shape) -> asyncio.Future:
+        """A future of `shape`'s compilation on the compile thread (one per shape)."""
+        if shape not in self._compiles:
+            loop = asyncio.get_running_loop()
+            self._compiles[shape] = asyncio.ensure_future(
+                loop.run_in_executor(self.compiling, self.placer.compile, shape))
+        return self._compiles[shape]
+
     async def submit(self, view: ClusterView, requests: Requests):
-        """The placer's (nodes (T,), costs (T,)) for one request."""
+        """The placer's (nodes (T,), costs (T,), fits (T,)) for one request."""
         if not self.alive:
             raise RuntimeError("the batching worker is not running")
         future = asyncio.get_running_loop().create_future()
         await self.queue.put(_Item(view, requests, future))
         return await future
 
-    async def _run(self) -> None:
+    async def _take(self) -> list[_Item]:
+        """The next batch: what is queued now (waiting for one request), plus what arrives
+        within `window_s`, at most `max_batch`."""
         loop = asyncio.get_running_loop()
+        batch = [await self.queue.get()]
+        while len(batch) < self.max_batch and not self.queue.empty():
+            batch.append(self.queue.get_nowait())
+        deadline = loop.time() + self.window_s
+        while len(batch) < self.max_batch:
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            try:
+                batch.append(await asyncio.wait_for(self.queue.get(), left))
+            except asyncio.TimeoutError:
+                break
+        return batch
+
+    async def _place(self, items: list[_Item], shape: Shape) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            out = await loop.run_in_executor(self.placing, self.placer.run, shape,
+                                             [i.view for i in items],
+                                             [i.requests for i in items])
+        except Exception as err:   # answer this group 500, keep serving
+            log.exception("placing a batch failed")
+            for item in items:
+                if not item.future.done():
+                    item.future.set_exception(err)
+            return
+        self.batches += 1
+        for row, item in enumerate(items):
+            if not item.future.done():
+                item.future.set_result(tuple(x[row] for x in out))
+
+    async def _compile_then_place(self, items: list[_Item], shape: Shape) -> None:
+        try:
+            await self._compile(shape)
+        except Exception as err:
+            log.exception("compiling shape %s failed", shape)
+            self._compiles.pop(shape, None)
+            for item in items:
+                if not item.future.done():
+                    item.future.set_exception(err)
+            return
+        await self._place(items, self.placer.ready(shape))
+
+    async def _run(self) -> None:
         while True:
-            batch = [await self.queue.get()]
-            deadline = loop.time() + self.window_s
-            while len(batch) < self.max_batch:
-                left = deadline - loop.time()
-                if left <= 0:
-                    break
-                try:
-                    batch.append(await asyncio.wait_for(self.queue.get(), left))
-                except asyncio.TimeoutError:
-                    break
+            batch = await self._take()
             groups: dict[tuple, list[_Item]] = {}
             for item in batch:
                 groups.setdefault(item.shape, []).append(item)
             for items in groups.values():
-                try:
-                    nodes, costs = await loop.run_in_executor(
-                        self.executor, self.placer, [i.view for i in items],
-                        [i.requests for i in items])
-                except Exception as err:   # answer this group 500, keep serving
-                    log.exception("placing a batch failed")
-                    for item in items:
-                        if not item.future.done():
-                            item.future.set_exception(err)
-                    continue
-                self.batches += 1
-                for row, item in enumerate(items):
-                    if not item.future.done():
-                        item.future.set_result((nodes[row], costs[row]))
+                need = self.placer.shape_of([i.view for i in items], [i.requests for i in items])
+                ready = self.placer.ready(need)
+                if ready is None:            # compile off the placement path
+                    self._spawn(self._compile_then_place(items, need))
+                else:
+                    await self._place(items, ready)
+
+
+async def read_body(raw: Request, limit: int, timeout_s: float) -> bytes | JSONResponse:
+    """The request body, or the error answer: 413 beyond `limit` bytes (told by
+    Content-Length before reading, else counted while reading), 408 after `timeout_s`."""
+    length = raw.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        return error(413, "too_large", ["body"],
+                     f"the body is {int(length)} bytes: allowed at most {limit} "
+                     "(--max-body-bytes)")
+    chunks, size = [], 0
+
+    async def read():
+        nonlocal size
+        async for chunk in raw.stream():
+            size += len(chunk)
+            if size > limit:
+                return False
+            chunks.append(chunk)
+        return True
+
+    try:
+        complete = await asyncio.wait_for(read(), timeout_s)
+    except asyncio.TimeoutError:
+        return error(408, "timeout", ["body"],
+                     f"the body did not arrive within {timeout_s:g} s (--body-timeout-s)")
+    if not complete:
+        return error(413, "too_large", ["body"],
+                     f"the body exceeds {limit} bytes: allowed at most {limit} "
+                     "(--max-body-bytes)")
+    return b"".join(chunks)
+
+
+_ERRORS = {code: {"model": S.ErrorResponse, "description": text} for code, text in {
+    403: f"`{API_KEY_HEADER}` missing or wrong (only when the server has a key)",
+    408: "the body did not arrive in time",
+    413: "the body is larger than the server's limit",
+    422: "a field is malformed or out of range, or the request exceeds the largest bucket "
+         "(nodes, vertex pools, tasks); `loc` names where",
+    500: "an error inside this request's batch; other requests keep being served",
+    503: "the batching worker is not running"}.items()}
 
 
 def create_app(placer: Placer, name: str, api_key: str | None = None,
-               window_ms: float = 2.0, max_batch: int = 64,
-               warmup_nodes: tuple[int, ...] = (), warmup_tasks: tuple[int, ...] = (1,)
-               ) -> FastAPI:
+               window_ms: float = 0.0, max_batch: int = 64,
+               warmup: Sequence[Shape] = (), max_body_bytes: int = MAX_BODY_BYTES,
+               body_timeout_s: float = BODY_TIMEOUT_S) -> FastAPI:
     """The app serving `placer` under the strategy name `name`.
 
     Args:
       api_key: when set, `/schedule` needs the header X-Internal-Api-Key with this value.
-      window_ms: how long the first request of a batch waits for others, ms.
+      window_ms: how long a batch waits for more requests, ms (0: it takes what is queued).
       max_batch: the most requests in one compiled call (at most 64).
-      warmup_nodes, warmup_tasks: node and task counts compiled at start-up (every batch
-        size), so that requests of those sizes never wait for a compilation.
+      warmup: (batch, N, S, T) shapes compiled at start-up, off the request path.
+      max_body_bytes: the largest request body (413 beyond).
+      body_timeout_s: the time a body may take to arrive (408 after).
     """
     if not 1 <= max_batch <= 64:
         raise ValueError(f"max_batch={max_batch} is invalid: allowed 1..64")
     if not window_ms >= 0:
         raise ValueError(f"window_ms={window_ms} is invalid: allowed a number >= 0")
+    if not max_body_bytes >= 1:
+        raise ValueError(f"max_body_bytes={max_body_bytes} is invalid: allowed an integer >= 1")
+    if not body_timeout_s > 0:
+        raise ValueError(f"body_timeout_s={body_timeout_s} is invalid: allowed a number > 0")
     batcher = Batcher(placer, window_ms / 1000.0, max_batch)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        if warmup_nodes:
-            from vte.serve.convert import NODE_BUCKETS, TASK_BUCKETS, bucket
-            compiled = placer.warmup(
-                sorted({bucket(n, NODE_BUCKETS, "--warmup-nodes") for n in warmup_nodes}),
-                tasks=sorted({bucket(t, TASK_BUCKETS, "--warmup-tasks") for t in warmup_tasks}))
-            log.info("compiled %d shapes", compiled)
-        batcher.start()
+        batcher.start(warmup)
         yield
         await batcher.stop()
 
@@ -163,12 +286,18 @@ def create_app(placer: Placer, name: str, api_key: str | None = None,
                   summary="DECICE's scheduler API answered by a vte policy")
     app.state.batcher = batcher
 
-    def check_key(key: str | None = Header(None, alias=API_KEY_HEADER)) -> None:
-        if api_key is None:
-            return
-        if key is None or not hmac.compare_digest(key.encode(), api_key.encode()):
-            raise HTTPException(status.HTTP_403_FORBIDDEN,
-                                detail=f"missing or wrong {API_KEY_HEADER} header")
+    dependencies = []
+    if api_key is not None:
+        scheme = APIKeyHeader(name=API_KEY_HEADER, auto_error=False,
+                              description="the server's key (`--api-key-env`)")
+
+        def check_key(key: str | None = Depends(scheme)) -> None:
+            if key is None or not hmac.compare_digest(key.encode(), api_key.encode()):
+                raise HTTPException(status.HTTP_403_FORBIDDEN, detail=[{
+                    "type": "forbidden", "loc": ["header", API_KEY_HEADER],
+                    "msg": f"missing or wrong {API_KEY_HEADER} header"}])
+
+        dependencies.append(Depends(check_key))
 
     # The body is parsed straight from its bytes (`model_validate_json`, several times
     # faster than FastAPI's parse to dicts and validate); the schema is still documented.
@@ -188,55 +317,70 @@ def create_app(placer: Placer, name: str, api_key: str | None = None,
     app.openapi = openapi
 
     @app.post("/schedule", response_model=S.ScheduleResponse,
-              status_code=status.HTTP_201_CREATED, dependencies=[Depends(check_key)],
-              openapi_extra=body_doc)
+              status_code=status.HTTP_201_CREATED, dependencies=dependencies,
+              openapi_extra=body_doc,
+              responses={c: _ERRORS[c] for c in ((403,) if api_key else ()) + (
+                  408, 413, 422, 500, 503)})
     async def schedule(raw: Request):
         start = time.perf_counter()
         try:
-            request = S.ScheduleRequest.model_validate_json(await raw.body())
+            body = await read_body(raw, max_body_bytes, body_timeout_s)
+        except ClientDisconnect:
+            log.info("client %s disconnected before sending its whole request",
+                     raw.client.host if raw.client else "?")
+            return Response(status_code=400)
+        if isinstance(body, Response):
+            return body
+        try:
+            request = S.ScheduleRequest.model_validate_json(body)
         except ValidationError as err:
             detail = [{"type": e["type"], "loc": ["body", *e["loc"]], "msg": e["msg"]}
                       for e in err.errors(include_url=False)]
             return JSONResponse(status_code=422, content={"detail": detail})
         try:
             view = cluster_view(request.cluster, placer.params)
-            requests = task_requests(request.tasks, view)
+            requests, reasons = task_requests(request.tasks, view)
         except ConversionError as err:
-            return JSONResponse(status_code=422,
-                                content={"detail": str(err)})
+            return error(422, err.kind, err.loc, str(err))
+        if not batcher.alive:
+            return error(503, "unavailable", ["server"], "the batching worker is not running")
         try:
-            nodes, _ = await batcher.submit(view, requests)
+            nodes, _, fits = await batcher.submit(view, requests)
         except Exception as err:
-            raise HTTPException(status.HTTP_500_INTERNAL_SERVER_ERROR,
-                                detail=f"placing failed: {type(err).__name__}: {err}")
-        placements = [
-            S.TaskPlacement(task_id=task.id, strategy_used=name,
-                            target_node_ids=[view.node_ids[int(nodes[k])]] if nodes[k] >= 0
-                            else [])
-            for k, task in enumerate(request.tasks)]
-        answer = S.ScheduleResponse(placements=placements,
-                                    scheduling_duration_ms=(time.perf_counter() - start) * 1e3)
-        return Response(answer.model_dump_json(), status_code=201,
+            return error(500, "internal", ["server"],
+                         f"placing failed: {type(err).__name__}: {err}")
+        answer = S.ScheduleResponse(
+            placements=placements(request.tasks, view, nodes, fits, reasons, name),
+            scheduling_duration_ms=(time.perf_counter() - start) * 1e3)
+        return Response(answer.model_dump_json(exclude_none=True), status_code=201,
                         media_type="application/json")
 
-    @app.get("/health", response_model=S.HealthCheckResponse)
+    @app.get("/health", response_model=S.HealthCheckResponse,
+             responses={503: {"model": S.HealthCheckResponse,
+                              "description": "warming up, or the batching worker is down"}})
     async def health():
+        warm = batcher.warm.is_set()
+        compiled = sum(1 for s in batcher.warmup_shapes if s in placer.shapes)
         components = {
             "policy": S.ComponentStatus(status="OK", details=name),
             "batching_worker": S.ComponentStatus(
                 status="OK" if batcher.alive else "ERROR",
                 details=f"{batcher.batches} batches run" if batcher.alive else "not running"),
+            "warmup": S.ComponentStatus(
+                status="OK" if warm else "WARMING",
+                details=f"{compiled} of {len(batcher.warmup_shapes)} shapes compiled"),
         }
-        if not batcher.alive:
-            return JSONResponse(status_code=status.HTTP_503_SERVICE_UNAVAILABLE, content={
-                "overall_status": "unhealthy",
-                "message": "the batching worker is not running",
-                "components": {k: v.model_dump(exclude_none=True)
-                               for k, v in components.items()}})
-        return S.HealthCheckResponse(overall_status="healthy",
-                                     message=f"policy {name!r} loaded", components=components)
+        healthy = batcher.alive and warm
+        message = (f"policy {name!r} loaded" if healthy else
+                   "the batching worker is not running" if not batcher.alive else
+                   "warming up: compiling the start-up shapes")
+        answer = S.HealthCheckResponse(overall_status="healthy" if healthy else "unhealthy",
+                                       message=message, components=components)
+        return JSONResponse(status_code=200 if healthy else 503,
+                            content=answer.model_dump(exclude_none=True))
 
     return app
 
 
-__all__ = ["create_app", "Batcher", "API_KEY_HEADER"]
+__all__ = ["create_app", "Batcher", "API_KEY_HEADER", "MAX_BODY_BYTES", "BODY_TIMEOUT_S",
+           "read_body", "error"]

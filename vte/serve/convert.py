@@ -1,7 +1,7 @@
 """Conversion between DECICE's cluster state and vte's view of a cluster.
 
     view = cluster_view(request.cluster, params)            # ClusterState -> vte
-    reqs = task_requests(request.tasks, view, num_tasks)    # [Task] -> Requests (T,)
+    reqs, why = task_requests(request.tasks, view)         # [Task] -> Requests (T,), reasons
     state = cluster_state(env_state, params)                # vte -> ClusterState (export)
     tasks = tasks_from_requests(env_state.queue, ...)       # vte queue -> [Task]
 
@@ -9,13 +9,17 @@ Vertex pools become sites (in the order they are listed), links become the sites
 matrix, node metrics become the twin's report (utilisation, free resources, power), GPU
 model and count, tier and labels come from `node_info`, `vertexpool_labels` and devices,
 and running pods become the nodes' jobs. What DECICE does not report takes the defaults
-of the table in `vte/serve/SERVE.md`. The conversion is exact for what DECICE reports:
+of the table in `vte/serve/SERVE.md`. What DECICE accepts and vte cannot use is ignored,
+as DECICE ignores it, never refused: a node without id or name, a GPU model or a label
+vte does not know, a link naming no pool, a negative bandwidth, disk or delay (not
+reported); a task vte cannot place (a GPU model on no node, an origin naming no pool) is
+left out of the placement with its reason. The conversion is exact for what DECICE reports:
 `cluster_view(cluster_state(s))` gives back every reported field of `s` (float32).
 
 Arrays are NumPy, padded to a node bucket N (`NODE_BUCKETS`) and a site bucket S
 (`SITE_BUCKETS`) so that a compiled policy serves many cluster sizes; padded nodes are
-masked off (`Cluster.mask`). Errors raise `ConversionError` naming the field, the bad
-value and what is allowed.
+masked off (`Cluster.mask`). The one error left, a request larger than the largest
+bucket, raises `ConversionError` naming the field, the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -41,27 +45,32 @@ DEFAULT_LINK_DELAY_MS = C.LINK_BASE_DELAY_MS + 0.5 * C.LINK_DELAY_MS_PER_UNIT
 GPU_PREFIX = "nvidia-"
 # Pod statuses that hold resources on their node (compared lower-case; None counts too).
 RUNNING_STATUSES = ("running",)
+MAX_POD_GPUS = 64                         # the most GPUs `Pod.info.gpus` can say a pod holds
 
 
 class ConversionError(ValueError):
-    """A request vte cannot convert or place (the server answers 422 with the message)."""
+    """A request vte cannot convert (the server answers 422 with the message at `loc`)."""
+
+    def __init__(self, message: str, loc: tuple = ("body",), kind: str = "too_large"):
+        super().__init__(message)
+        self.loc = loc
+        self.kind = kind
 
 
 # --------------------------------------------------------------------------
 # Names
 # --------------------------------------------------------------------------
 
-def gpu_index(name: str, where: str) -> int:
+def gpu_index(name) -> int | None:
     """Index into `catalogue.GPU_MODELS` of a GPU model name such as "nvidia-a100" (the
-    prefix and case are optional: "A100" works too)."""
-    key = name.strip().lower()
+    prefix and case are optional: "A100" works too); None for a name vte does not know."""
+    key = str(name).strip().lower()
     for prefix in (GPU_PREFIX, "nvidia_", "nvidia "):
         key = key[len(prefix):] if key.startswith(prefix) else key
     for i, model in enumerate(C.GPU_MODELS[1:], start=1):
         if key == model.lower():
             return i
-    allowed = [gpu_name(i) for i in range(1, C.NUM_GPU_MODELS)]
-    raise ConversionError(f"{where}={name!r} is not a GPU model vte knows: allowed {allowed}")
+    return None
 
 
 def gpu_name(index: int) -> str:
@@ -69,13 +78,13 @@ def gpu_name(index: int) -> str:
     return GPU_PREFIX + C.GPU_MODELS[index].lower()
 
 
-def label_mask(names, where: str) -> int:
-    """Bitmask over `catalogue.LABELS` of a list of label names."""
+def label_mask(names) -> int:
+    """Bitmask over `catalogue.LABELS` of label names (names that are not vte labels are
+    ignored: DECICE's labels are free-form)."""
     mask = 0
     for name in names or ():
-        if name not in C.LABELS:
-            raise ConversionError(f"{where}: label {name!r} is unknown: allowed {list(C.LABELS)}")
-        mask |= 1 << C.LABELS.index(name)
+        if name in C.LABELS:
+            mask |= 1 << C.LABELS.index(name)
     return mask
 
 
@@ -88,7 +97,8 @@ def bucket(n: int, buckets: tuple[int, ...], what: str) -> int:
     for b in buckets:
         if n <= b:
             return b
-    raise ConversionError(f"{what}: {n} is too many: allowed at most {buckets[-1]}")
+    raise ConversionError(f"{what}: {n} is too many: allowed at most {buckets[-1]}",
+                          kind="too_many")
 
 
 def _kind(tier: int, has_gpu: bool) -> int:
@@ -97,6 +107,11 @@ def _kind(tier: int, has_gpu: bool) -> int:
         return C.NODE_KINDS.index("edge")
     return (C.NODE_KINDS.index("cloud_cpu") if tier == C.CLOUD
             else C.NODE_KINDS.index("hpc_cpu")) + int(has_gpu)
+
+
+def _reported(value: float | None) -> float | None:
+    """A metric DECICE leaves unbounded: a negative value is "not reported" (None)."""
+    return None if value is None or value < 0 else value
 
 
 def _mid(table: np.ndarray, kind: int, log: bool = False) -> float:
@@ -160,9 +175,8 @@ def _running_pods(cs: S.ClusterState, index: dict[str, int], names: dict[str, in
                 continue        # a pod on a node outside this view (documented)
             held = (pod.info or {}).get("gpus", 0)
             if (isinstance(held, bool) or not isinstance(held, (int, float))
-                    or not math.isfinite(held) or held < 0):
-                raise ConversionError(f"cluster.jobs[{j}].pods[{p}].info.gpus={held!r} is "
-                                      "invalid: allowed a number >= 0")
+                    or not 0 <= held <= MAX_POD_GPUS):
+                held = 0            # not a GPU count (documented: reads as 0)
             jobs[i] = jobs.get(i, 0) + 1
             gpus[i] = gpus.get(i, 0.0) + float(held)
     return jobs, gpus
@@ -178,7 +192,8 @@ def cluster_view(cs: S.ClusterState, params: EnvParams, num_nodes: int | None = 
       num_nodes, num_sites: the padded sizes N and S; by default the least buckets.
     """
     pools = cs.vertexpools or []
-    nodes = [(s, node) for s, pool in enumerate(pools) for node in (pool.nodes or [])]
+    nodes = [(s, node) for s, pool in enumerate(pools) for node in (pool.nodes or [])
+             if node.key is not None]          # a node no answer could name is left out
     n_real = len(nodes)
     n = num_nodes or bucket(n_real, NODE_BUCKETS, "cluster nodes")
     s_pad = num_sites or bucket(max(len(pools), 1), SITE_BUCKETS, "cluster.vertexpools")
@@ -186,8 +201,11 @@ def cluster_view(cs: S.ClusterState, params: EnvParams, num_nodes: int | None = 
         raise ConversionError(f"padded sizes N={n}, S={s_pad} are too small for {n_real} "
                               f"nodes in {len(pools)} vertex pools")
     node_ids = [node.key for _, node in nodes]
-    index = {k: i for i, k in enumerate(node_ids)}
-    names = {node.name: i for i, (_, node) in enumerate(nodes) if node.name is not None}
+    index, names = {}, {}                     # the first node of a repeated id or name
+    for i, (_, node) in enumerate(nodes):
+        index.setdefault(node_ids[i], i)
+        if node.name is not None:
+            names.setdefault(node.name, i)
     pool_ids = [p.id for p in pools]
 
     # GPUs attached to a node as devices of its pool (device_info names node_id, gpu_model).
@@ -195,11 +213,10 @@ def cluster_view(cs: S.ClusterState, params: EnvParams, num_nodes: int | None = 
     for s, pool in enumerate(pools):
         for d, dev in enumerate(pool.devices or []):
             info = dev.device_info or {}
-            i = index.get(info.get("node_id"))
-            if i is not None and info.get("gpu_model"):
-                device_gpus.setdefault(i, []).append(gpu_index(
-                    str(info["gpu_model"]),
-                    f"cluster.vertexpools[{s}].devices[{d}].device_info.gpu_model"))
+            i = index.get(info.get("node_id")) if isinstance(info.get("node_id"), str) else None
+            model = gpu_index(info["gpu_model"]) if info.get("gpu_model") else None
+            if i is not None and model is not None:   # a model vte does not know: ignored
+                device_gpus.setdefault(i, []).append(model)
     jobs, held_gpus = _running_pods(cs, index, names)
 
     f32 = np.float32
@@ -215,42 +232,34 @@ def cluster_view(cs: S.ClusterState, params: EnvParams, num_nodes: int | None = 
     up = np.zeros(n, bool)
 
     for i, (s, node) in enumerate(nodes):
-        where = f"cluster.vertexpools[{s}].nodes[{node_ids[i]!r}]"
         info = node.node_info or S.NodeInfo()
         m = node.metrics or S.NodeMetrics()
         names_set = _truthy_labels(pools[s].vertexpool_labels)
-        if info.labels is not None:
-            label_mask(info.labels, f"{where}.node_info.labels")   # checks the names
-            names_set |= set(info.labels)
+        names_set |= set(info.labels or ()) & set(C.LABELS)
         if info.tier is not None:
-            if info.tier not in C.TIERS:
-                raise ConversionError(f"{where}.node_info.tier={info.tier!r} is invalid: "
-                                      f"allowed {list(C.TIERS)}")
             t = C.TIERS.index(info.tier)
         else:
             t = C.EDGE if "edge" in names_set else C.HPC if "hpc" in names_set else C.CLOUD
 
-        model = (gpu_index(info.gpu_model, f"{where}.node_info.gpu_model")
-                 if info.gpu_model else 0)
+        # GPUs of a model vte does not know, or of no model at all, are not offered.
+        named = gpu_index(info.gpu_model) if info.gpu_model else None
         devs = device_gpus.get(i, [])
+        model = named if named is not None else (devs[0] if devs else 0)
         count = info.gpu_count if info.gpu_count is not None else (
-            len(devs) if devs else int(model > 0))
-        if model == 0 and count > 0:
-            if not devs:
-                raise ConversionError(f"{where}.node_info.gpu_count={count} but no gpu_model: "
-                                      "allowed a gpu_model with a positive gpu_count")
-            model = devs[0]
+            len(devs) if devs else int(named is not None))
+        if (info.gpu_model and named is None) or model == 0:
+            count = 0
         if count == 0:
             model = 0
         k = _kind(t, count > 0)
 
         cores = m.cpu_cores if m.cpu_cores is not None else 0.0
         mem = m.mem_total if m.mem_total is not None else 0.0
-        disk_total = (m.total_disk_gb if m.total_disk_gb is not None
-                      else m.free_disk_gb if m.free_disk_gb is not None else 0.0)
-        disk_free = m.free_disk_gb if m.free_disk_gb is not None else disk_total
-        bw = (m.network_bandwidth_mbps if m.network_bandwidth_mbps is not None
-              else _mid(C.KIND_BANDWIDTH_MBPS, k, log=True))
+        total_gb, free_gb = _reported(m.total_disk_gb), _reported(m.free_disk_gb)
+        disk_total = total_gb if total_gb is not None else free_gb if free_gb is not None else 0.0
+        disk_free = free_gb if free_gb is not None else disk_total
+        bw = _reported(m.network_bandwidth_mbps)
+        bw = bw if bw is not None else _mid(C.KIND_BANDWIDTH_MBPS, k, log=True)
         u = (m.util if m.util is not None else 0.0) / 100.0
         mu = (m.mem_util if m.mem_util is not None else 0.0) / 100.0
 
@@ -267,7 +276,7 @@ def cluster_view(cs: S.ClusterState, params: EnvParams, num_nodes: int | None = 
         derived = ({C.TIERS[t]} | ({"gpu"} if count > 0 else set())
                    | ({"bigmem"} if mem >= C.BIGMEM_GIB else set())
                    | ({"highnet"} if bw >= C.HIGHNET_MBPS else set()))
-        labels[i] = label_mask(sorted(names_set | derived), where)
+        labels[i] = label_mask(names_set | derived)
 
         util[i], mem_util[i] = u, mu
         free[:, i] = (cap[C.CPU, i] * (f32(1.0) - f32(u)), cap[C.MEM, i] * (f32(1.0) - f32(mu)),
@@ -282,20 +291,18 @@ def cluster_view(cs: S.ClusterState, params: EnvParams, num_nodes: int | None = 
 
     delay = np.full((s_pad, s_pad), DEFAULT_LINK_DELAY_MS, f32)
     np.fill_diagonal(delay, C.INTRA_SITE_DELAY_MS)
-    pool_index = {p: s for s, p in enumerate(pool_ids) if p is not None}
+    pool_index = {}
+    for s, p in enumerate(pool_ids):
+        if p is not None:
+            pool_index.setdefault(p, s)       # the first pool of a repeated id
     given = set()
-    for j, link in enumerate(cs.links or []):
-        ends = []
-        for end in ("vertexpool_a_id", "vertexpool_b_id"):
-            pid = getattr(link, end)
-            if pid not in pool_index:
-                raise ConversionError(f"cluster.links[{j}].{end}={pid!r} names no vertex "
-                                      f"pool: allowed {sorted(pool_index)}")
-            ends.append(pool_index[pid])
-        if link.network_delay_ms is None:
-            continue
-        a, b = ends
-        delay[a, b] = link.network_delay_ms
+    for link in cs.links or []:
+        a = pool_index.get(link.vertexpool_a_id)
+        b = pool_index.get(link.vertexpool_b_id)
+        ms = _reported(link.network_delay_ms)
+        if a is None or b is None or ms is None:
+            continue            # a link naming no pool of this cluster, or no delay: ignored
+        delay[a, b] = ms
         given.add((a, b))
         if (b, a) not in given:
             delay[b, a] = link.network_delay_ms
@@ -324,14 +331,35 @@ def gpu_model_present(accepted: int, view: ClusterView) -> bool:
     return bool(np.any((accepted >> models) & 1 & (models > 0)))
 
 
-def task_requests(tasks: list[S.Task], view: ClusterView, num_tasks: int | None = None,
-                  check_gpu_models: bool = True) -> Requests:
-    """The tasks as vte requests, `Requests` with leading axis T (padded with invalid
-    slots to `num_tasks`, by default the least of `TASK_BUCKETS`).
+def _accepted_gpus(task: S.Task, ext: S.TaskExtension) -> tuple[int, int, list[str]]:
+    """(GPUs wanted, bitmask of accepted catalogue models, names vte does not know)."""
+    r = task.requirements
+    names = ext.accepted_gpus if ext.accepted_gpus is not None else (
+        [r.required_gpu] if r.required_gpu else [])
+    gpus = ext.gpus if ext.gpus is not None else int(bool(r.required_gpu))
+    accepted, unknown = 0, []
+    for name in names:
+        i = gpu_index(name)
+        if i is None:
+            unknown.append(name)
+        else:
+            accepted |= 1 << i
+    if gpus > 0 and not names:
+        accepted = _ALL_GPUS          # GPUs of any model
+    return gpus, accepted, unknown
 
-    Raises ConversionError for a GPU model vte does not know or (with
-    `check_gpu_models`) no node of the view has, an unknown label, or an origin pool that
-    is not in the cluster.
+
+def task_requests(tasks: list[S.Task], view: ClusterView, num_tasks: int | None = None
+                  ) -> tuple[Requests, list[str | None]]:
+    """The tasks as vte requests, and why each cannot be placed.
+
+    Returns:
+      requests: `Requests` with leading axis T (padded with invalid slots to `num_tasks`,
+        by default the least of `TASK_BUCKETS`);
+      reasons: per task, None, or why no node can host it whatever the policy: it wants
+        GPUs of models no node of the view carries (or only models vte does not know), or
+        its `vte.origin_pool` names no vertex pool. Such a task is an invalid slot (the
+        placement skips it and books nothing) and is answered `target_node_ids: []`.
     """
     t_real = len(tasks)
     t = num_tasks or bucket(max(t_real, 1), TASK_BUCKETS, "tasks")
@@ -343,48 +371,70 @@ def task_requests(tasks: list[S.Task], view: ClusterView, num_tasks: int | None 
     gpu_models, required, rejected, preferred, origin = (np.zeros(t, np.int32) for _ in range(5))
     latency = np.full(t, C.NO_LATENCY_BOUND_MS, f32)
     data_gb = np.zeros(t, f32)
-    pool_index = {p: s for s, p in enumerate(view.pool_ids) if p is not None}
-    models_present = {int(m) for m in view.cluster.gpu_model[view.cluster.mask] if m > 0}
+    valid = np.arange(t) < t_real
+    reasons: list[str | None] = [None] * t_real
+    pool_index: dict[str, int] = {}
+    for s, p in enumerate(view.pool_ids):
+        if p is not None:
+            pool_index.setdefault(p, s)
+    no_ext = S.TaskExtension()
 
     for k, task in enumerate(tasks):
-        where = f"tasks[{k}]"
-        r, ext = task.requirements, task.vte or S.TaskExtension()
-        accepted = 0
-        if ext.accepted_gpus is not None:
-            for name in ext.accepted_gpus:
-                accepted |= 1 << gpu_index(name, f"{where}.vte.accepted_gpus[]")
-        elif r.required_gpu:
-            accepted = 1 << gpu_index(r.required_gpu, f"{where}.requirements.required_gpu")
-        gpus = ext.gpus if ext.gpus is not None else int(bool(r.required_gpu))
-        if gpus > 0 and accepted == 0:
-            accepted = _ALL_GPUS
-        if check_gpu_models and gpus > 0 and not gpu_model_present(accepted, view):
+        r, ext = task.requirements, task.vte or no_ext
+        gpus, accepted, unknown = _accepted_gpus(task, ext)
+        if gpus > 0 and not gpu_model_present(accepted, view):
             wanted = [gpu_name(m) for m in range(1, C.NUM_GPU_MODELS) if (accepted >> m) & 1]
-            have = [gpu_name(m) for m in sorted(models_present)]
-            raise ConversionError(f"{where}: GPU model {wanted} is on no node of the cluster "
-                                  f"(its nodes have {have or 'no GPU'})")
+            have = sorted({gpu_name(int(m)) for m in view.cluster.gpu_model[view.cluster.mask]
+                           if m > 0})
+            reasons[k] = (f"GPU model {wanted + unknown} is on no node vte can use (the "
+                          f"nodes offer {have or 'no GPU'}; vte knows "
+                          f"{[gpu_name(m) for m in range(1, C.NUM_GPU_MODELS)]})")
+        if ext.origin_pool is not None:
+            if ext.origin_pool in pool_index:
+                origin[k] = pool_index[ext.origin_pool]
+            else:
+                reasons[k] = (f"vte.origin_pool={ext.origin_pool!r} names no vertex pool of "
+                              f"the cluster (its pools: {sorted(pool_index)})")
         data = ext.data_gb if ext.data_gb is not None else 0.0
         disk = ext.disk_gb if ext.disk_gb is not None else math.ceil(data)
         demand[k] = (r.required_cpu, r.required_memory / 1024.0, gpus, disk)
+        limit = task.time_limit if task.time_limit is not None and task.time_limit > 0 else None
         work[k] = ext.work_s if ext.work_s is not None else (
-            task.time_limit if task.time_limit is not None else DEFAULT_WORK_S)
+            limit if limit is not None else DEFAULT_WORK_S)
         gpu_models[k] = accepted if gpus > 0 else 0
-        required[k] = label_mask(ext.required_labels, f"{where}.vte.required_labels")
-        rejected[k] = label_mask(ext.rejected_labels, f"{where}.vte.rejected_labels")
-        preferred[k] = label_mask(ext.preferred_labels, f"{where}.vte.preferred_labels")
-        if ext.origin_pool is not None:
-            if ext.origin_pool not in pool_index:
-                raise ConversionError(f"{where}.vte.origin_pool={ext.origin_pool!r} names no "
-                                      f"vertex pool: allowed {sorted(pool_index)}")
-            origin[k] = pool_index[ext.origin_pool]
+        required[k] = label_mask(ext.required_labels)
+        rejected[k] = label_mask(ext.rejected_labels)
+        preferred[k] = label_mask(ext.preferred_labels)
         if ext.latency_bound_ms is not None:
             latency[k] = ext.latency_bound_ms
         data_gb[k] = data
+        valid[k] = reasons[k] is None
 
-    return Requests(valid=np.arange(t) < t_real, demand=demand, work=work,
-                    gpu_models=gpu_models, required=required, rejected=rejected,
-                    preferred=preferred, origin=origin, latency_bound=latency,
-                    data_gb=data_gb, archetype=np.zeros(t, np.int32))
+    requests = Requests(valid=valid, demand=demand, work=work, gpu_models=gpu_models,
+                        required=required, rejected=rejected, preferred=preferred,
+                        origin=origin, latency_bound=latency, data_gb=data_gb,
+                        archetype=np.zeros(t, np.int32))
+    return requests, reasons
+
+
+def placements(tasks: list[S.Task], view: ClusterView, nodes, fits, reasons: list,
+               name: str) -> list[S.TaskPlacement]:
+    """The answer per task: its node, or [] with the reason it was not placed."""
+    out = []
+    for k, task in enumerate(tasks):
+        node = int(nodes[k])
+        if node >= 0:
+            out.append(S.TaskPlacement(task_id=task.id, strategy_used=name,
+                                       target_node_ids=[view.node_ids[node]]))
+            continue
+        reason = reasons[k] or ("the policy placed it on no node, although some node could "
+                                "host it" if fits[k] else
+                                "no node can host it on the reported metrics (when its turn "
+                                "came after the tasks before it)")
+        out.append(S.TaskPlacement(task_id=task.id, strategy_used=name, target_node_ids=[],
+                                   reason=reason))
+    return out
+
 
 
 # --------------------------------------------------------------------------
@@ -474,7 +524,8 @@ def tasks_from_requests(queue: Requests, ids: list[uuid.UUID]) -> list[S.Task]:
     return tasks
 
 
-__all__ = ["ConversionError", "ClusterView", "cluster_view", "task_requests", "cluster_state",
+__all__ = ["ConversionError", "ClusterView", "cluster_view", "task_requests", "placements",
+           "cluster_state",
            "tasks_from_requests", "gpu_index", "gpu_name", "label_mask", "label_names",
            "bucket", "NODE_BUCKETS", "SITE_BUCKETS", "TASK_BUCKETS", "DEFAULT_WORK_S",
            "DEFAULT_LINK_DELAY_MS"]

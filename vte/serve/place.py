@@ -1,7 +1,7 @@
 """Placing a request's tasks one after the other with any vte policy, inside one compiled call.
 
-    placer = Placer(policy, params)           # a policy (key, obs, params) -> action, or OPTIMAL
-    nodes, costs = placer(views, requests)    # a batch of converted requests
+    placer = Placer(policy, params)              # a policy (key, obs, params) -> action, or OPTIMAL
+    nodes, costs, fits = placer(views, requests) # a batch of converted requests
 
 Task t sees the cluster as tasks 0..t-1 left it: each decision builds vte's observation
 with the environment's own code (`vte.observation.get_obs` on a state whose twin is the
@@ -11,14 +11,18 @@ feasibility, the observation's action mask) is booked on the twin (`book`). The
 `OPTIMAL` chooser takes `vte.scoring`'s optimum instead: the feasible node of least cost
 on the reported cluster.
 
-Compiled once per (batch, N, S, T) shape: requests are padded to node, site and task
-buckets (`vte.serve.convert`) and batches to `BATCH_BUCKETS`, so after warm-up no
-request recompiles. Deterministic: the key of task t of every request is
-`fold_in(PRNGKey(seed), t)`, so an answer does not depend on the batch it ran in.
+Compiled ahead of time once per (batch, N, S, T) shape (`Placer.compile`, thread-safe, so
+a server compiles on a thread of its own while compiled shapes keep serving): requests
+are padded to node, site and task buckets (`vte.serve.convert`) and batches to
+`BATCH_BUCKETS`; a batch may also run in any compiled shape with a larger batch or task
+bucket and the same N and S (`Placer.ready`). Deterministic: the key of task t of every
+request is `fold_in(PRNGKey(seed), t)`, and padding rows or task slots changes no answer,
+so an answer does not depend on the batch or the shape it ran in.
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Callable, Sequence
 
@@ -34,7 +38,7 @@ from vte.observation import get_obs, static_node_features
 from vte.params import EnvParams
 from vte.serve import schemas as S
 from vte.serve.convert import ClusterView, bucket, cluster_view, task_requests
-from vte.types import Cluster, Counters, EnvState, Nodes, Observation, Requests, Twin
+from vte.types import Cluster, Counters, EnvState, Nodes, Requests, Twin
 
 OPTIMAL = "optimal"   # the chooser that takes vte's least-cost feasible node
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
@@ -107,7 +111,8 @@ def place_tasks(choose: Callable, cluster: Cluster, twin: Twin, tasks: Requests,
       tasks: `Requests` with leading axis T (invalid slots are padding).
     Returns:
       node (T,) int32, the node of each task or -1 when it is not placed;
-      cost (T,) float32, vte's cost of that placement (0 when not placed).
+      cost (T,) float32, vte's cost of that placement (0 when not placed);
+      fits (T,) bool, whether some node could host the task when its turn came.
     """
     n, k = cluster.mask.shape[0], params.queue_len
     pad = jax.tree_util.tree_map(
@@ -121,10 +126,11 @@ def place_tasks(choose: Callable, cluster: Cluster, twin: Twin, tasks: Requests,
                      0, n)
         ok = (a < n) & scores.feasible[a]
         tw = book(tw, cluster, queue.demand[0], a, ok)
-        return tw, (jnp.where(ok, a, -1), jnp.where(ok, scores.cost[a], 0.0))
+        return tw, (jnp.where(ok, a, -1), jnp.where(ok, scores.cost[a], 0.0),
+                    jnp.any(scores.feasible))
 
-    _, (nodes, costs) = jax.lax.scan(body, twin, jnp.arange(tasks.valid.shape[0]))
-    return nodes, costs
+    _, (nodes, costs, fits) = jax.lax.scan(body, twin, jnp.arange(tasks.valid.shape[0]))
+    return nodes, costs, fits
 
 
 def _chooser(policy, params: EnvParams) -> Callable:
@@ -143,6 +149,18 @@ def _stack(trees: Sequence, size: int):
     return jax.tree_util.tree_map(lambda *xs: np.stack(xs), *trees)
 
 
+def pad_tasks(requests: Requests, t: int) -> Requests:
+    """Requests (T0,) padded with invalid slots to (t,), t >= T0."""
+    extra = t - requests.valid.shape[0]
+    if extra == 0:
+        return requests
+    return jax.tree_util.tree_map(
+        lambda x: np.concatenate([x, np.zeros((extra,) + x.shape[1:], x.dtype)]), requests)
+
+
+Shape = tuple[int, int, int, int]     # (batch, N nodes, S sites, T tasks)
+
+
 class Placer:
     """A policy compiled for batches of converted requests.
 
@@ -158,53 +176,87 @@ class Placer:
         self.params = params
         self._key = jax.random.PRNGKey(seed)
         self._policy = policy
-        self._compiled: dict[tuple[int, int], Callable] = {}
+        self._compiled: dict[Shape, Callable] = {}
+        self._lock = threading.Lock()
 
     def _fn(self, n: int, s: int) -> Callable:
-        if (n, s) not in self._compiled:
-            params = self.params.replace(num_nodes=n, num_sites=s)
-            choose = _chooser(self._policy, params)
+        params = self.params.replace(num_nodes=n, num_sites=s)
+        choose = _chooser(self._policy, params)
 
-            def one(cluster, twin, tasks, weights):
-                return place_tasks(choose, cluster, twin, tasks, weights, self._key, params)
+        def one(cluster, twin, tasks, weights):
+            return place_tasks(choose, cluster, twin, tasks, weights, self._key, params)
 
-            self._compiled[(n, s)] = jax.jit(jax.vmap(one))
-        return self._compiled[(n, s)]
+        return jax.jit(jax.vmap(one))
 
     def weights(self) -> np.ndarray:
         return np.broadcast_to(np.asarray(self.params.weights, np.float32), (3,))
 
+    def _args(self, views: Sequence[ClusterView], requests: Sequence[Requests], shape: Shape):
+        size, _, _, t = shape
+        return (_stack([v.cluster for v in views], size), _stack([v.twin for v in views], size),
+                _stack([pad_tasks(r, t) for r in requests], size),
+                np.broadcast_to(self.weights(), (size, 3)))
+
+    @staticmethod
+    def shape_of(views: Sequence[ClusterView], requests: Sequence[Requests]) -> Shape:
+        """The least compiled shape a batch needs (its batch size bucketed)."""
+        return (bucket(len(views), BATCH_BUCKETS, "batch"), views[0].num_nodes,
+                views[0].num_sites, int(requests[0].valid.shape[0]))
+
+    @property
+    def shapes(self) -> list[Shape]:
+        """The shapes compiled so far."""
+        return sorted(self._compiled)
+
+    def ready(self, shape: Shape) -> Shape | None:
+        """The smallest compiled shape that can run a batch of `shape`: the same N and S,
+        a batch and a task bucket at least as large; None when there is none yet."""
+        b, n, s, t = shape
+        with self._lock:
+            keys = list(self._compiled)
+        fits = [k for k in keys if k[1] == n and k[2] == s and k[0] >= b and k[3] >= t]
+        return min(fits, key=lambda k: k[0] * k[3]) if fits else None
+
+    def compile(self, shape: Shape) -> None:
+        """Compile `shape` ahead of time (a no-op when it is compiled). Thread-safe; it does
+        not block `run` of compiled shapes."""
+        if shape in self._compiled:
+            return
+        b, n, s, t = shape
+        cs = S.ClusterState(vertexpools=[S.VertexPool(id="warmup", nodes=[S.Node(
+            id="warmup", metrics=S.NodeMetrics(cpu_cores=1, mem_total=1))])])
+        view = cluster_view(cs, self.params, num_nodes=n, num_sites=s)
+        task = S.Task(id=uuid.UUID(int=0), requirements=S.HardwareRequirements(
+            required_cpu=1, required_memory=1))
+        req, _ = task_requests([task], view, num_tasks=t)
+        compiled = self._fn(n, s).lower(*self._args([view], [req], shape)).compile()
+        with self._lock:
+            self._compiled.setdefault(shape, compiled)
+
+    def run(self, shape: Shape, views: Sequence[ClusterView], requests: Sequence[Requests]
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Run a batch in the compiled `shape` (from `ready`). Returns nodes (B, T) int32
+        (-1: not placed), costs (B, T) float32 and fits (B, T) bool, T the requests' own."""
+        b, t = len(views), int(requests[0].valid.shape[0])
+        out = self._compiled[shape](*self._args(views, requests, shape))
+        return tuple(np.asarray(x)[:b, :t] for x in out)
+
     def __call__(self, views: Sequence[ClusterView], requests: Sequence[Requests]
-                 ) -> tuple[np.ndarray, np.ndarray]:
-        """Place every request's tasks on its own cluster; all views share (N, S) and all
-        requests T. Returns nodes (B, T) int32 (-1: not placed) and costs (B, T) float32."""
-        b = len(views)
-        size = bucket(b, BATCH_BUCKETS, "batch")
-        n, s = views[0].num_nodes, views[0].num_sites
-        fn = self._fn(n, s)
-        nodes, costs = fn(_stack([v.cluster for v in views], size),
-                          _stack([v.twin for v in views], size),
-                          _stack(list(requests), size),
-                          np.broadcast_to(self.weights(), (size, 3)))
-        return np.asarray(nodes)[:b], np.asarray(costs)[:b]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Place every request's tasks on its own cluster, compiling the shape if needed;
+        all views share (N, S) and all requests T. See `run` for the outputs."""
+        shape = self.shape_of(views, requests)
+        if self.ready(shape) is None:
+            self.compile(shape)
+        return self.run(self.ready(shape), views, requests)
 
     def warmup(self, nodes: Sequence[int], sites: Sequence[int] = (4,),
                tasks: Sequence[int] = (1,), batches: Sequence[int] = BATCH_BUCKETS) -> int:
         """Compile every (batch, N, S, T) combination given; returns how many."""
-        count = 0
-        for n in nodes:
-            for s in sites:
-                cs = S.ClusterState(vertexpools=[S.VertexPool(id="warmup", nodes=[S.Node(
-                    id="warmup", metrics=S.NodeMetrics(cpu_cores=1, mem_total=1))])])
-                view = cluster_view(cs, self.params, num_nodes=n, num_sites=s)
-                for t in tasks:
-                    task = S.Task(id=uuid.UUID(int=0), requirements=S.HardwareRequirements(
-                        required_cpu=1, required_memory=1))
-                    req = task_requests([task], view, num_tasks=t)
-                    for b in batches:
-                        self([view] * b, [req] * b)
-                        count += 1
-        return count
+        shapes = [(b, n, s, t) for n in nodes for s in sites for t in tasks for b in batches]
+        for shape in shapes:
+            self.compile(shape)
+        return len(shapes)
 
 
 def make_placer(policy: str, weights: Sequence[float] | None = None, seed: int = 0
@@ -247,4 +299,5 @@ def make_placer(policy: str, weights: Sequence[float] | None = None, seed: int =
     return Placer(fn, EnvParams(**kwargs), seed), name
 
 
-__all__ = ["OPTIMAL", "BATCH_BUCKETS", "Placer", "make_placer", "place_tasks", "observe", "book"]
+__all__ = ["OPTIMAL", "BATCH_BUCKETS", "Placer", "make_placer", "place_tasks", "observe", "book",
+           "pad_tasks"]

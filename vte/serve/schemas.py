@@ -3,10 +3,22 @@
 The field names, types and units follow DECICE's scheduler (`POST /schedule` with a
 `ScheduleRequest`, answered 201 with a `ScheduleResponse`). Models that DECICE closes
 (`extra="forbid"`: node metrics, nodes, devices, vertex pools, links, pods, policies,
-jobs, profiles) are closed here too; the others ignore unknown keys as DECICE's do. On top
-of DECICE's own checks (percentages in [0, 100], non-negative cores, memory and power)
-these models check that every quantity is finite and non-negative, that a request names
-at least one node, and that node, vertex-pool and task ids are unique.
+jobs, profiles) are closed here too; the others ignore unknown keys as DECICE's do.
+Everything DECICE's models accept is accepted, with three documented exceptions (a
+negative `required_cpu` or `required_memory`, a `time_limit` that is not a number, and a
+quantity beyond `MAX_QUANTITY`): the schema is the whole contract, so a request it
+allows is answered 201 (what vte cannot place is answered `target_node_ids: []` with a
+`reason`), and a request it refuses is answered 422 before any work starts.
+
+Range checks, stated in the published schema: every number is finite (no NaN, no
+Infinity: `allow_inf_nan=False`), every quantity lies in [0, MAX_QUANTITY] (1e9 in its
+unit, far below float32's 3.4e38, so that products of two quantities stay finite inside
+the compiled placement), timestamps in [0, MAX_TIMESTAMP], percentages in [0, 100], and
+integers within the same bounds (a 400-digit integer is a 422 naming the field); a task
+asks for at most MAX_UNITS cores and MAX_UNITS GiB, what vte can book. Fields
+DECICE leaves unbounded and vte reads (`network_bandwidth_mbps`, `free_disk_gb`,
+`total_disk_gb`, `network_delay_ms`, `time_limit`) accept negative values down to
+-MAX_QUANTITY, read as "not reported" (`time_limit` <= 0 likewise).
 
 Two optional extensions carry what vte knows and DECICE does not report (both are
 ignored by DECICE's own models, so files written with them still load there):
@@ -23,27 +35,34 @@ utilisation in percent; time in seconds.
 
 from __future__ import annotations
 
-import math
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-_CLOSED = ConfigDict(extra="forbid")
+from vte import catalogue as C
+
+MAX_QUANTITY = 1e9          # the largest quantity in its unit (cores, MiB, GiB, W, ms, s, ...)
+MAX_TIMESTAMP = 1e11        # epoch seconds (the year 5138)
+MAX_TASKS = 512             # tasks per request (`convert.TASK_BUCKETS`)
+MAX_POOLS = 64              # vertex pools per cluster (`convert.SITE_BUCKETS`)
+MAX_NODES = 4096            # nodes per cluster (`convert.NODE_BUCKETS`)
+MAX_UNITS = 65535           # the most whole cores (GiB) a placed task holds (`dynamics.held_demand`)
+_Q = int(MAX_QUANTITY)
+
+_OPEN = ConfigDict(allow_inf_nan=False)
+_CLOSED = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+Label = Literal[C.LABELS]    # a vte label name (`catalogue.LABELS`)
 
 
-def _duplicates(items) -> list:
-    """The items that occur more than once, sorted as strings."""
-    seen, dup = set(), set()
-    for item in items:
-        (dup if item in seen else seen).add(item)
-    return sorted(dup, key=str)
+def _quantity(description: str, lower: float = 0.0, **kw):
+    """A float field in [lower, MAX_QUANTITY] (finite: the models forbid inf and NaN)."""
+    return Field(None, ge=lower, le=MAX_QUANTITY, description=description, **kw)
 
 
-def _finite(value: float | None, name: str) -> float | None:
-    if value is not None and not math.isfinite(value):
-        raise ValueError(f"{name}={value!r} is invalid: allowed a finite number")
-    return value
+def _timestamp():
+    return Field(None, ge=0.0, le=MAX_TIMESTAMP, description="epoch seconds")
 
 
 # --------------------------------------------------------------------------
@@ -53,10 +72,14 @@ def _finite(value: float | None, name: str) -> float | None:
 class HardwareRequirements(BaseModel):
     """What one task needs: cores, memory (MiB) and optionally a GPU model by name."""
 
-    required_cpu: int = Field(ge=0, description="CPU cores")
-    required_memory: int = Field(ge=0, description="memory, MiB")
+    model_config = _OPEN
+
+    required_cpu: int = Field(ge=0, le=MAX_UNITS, description="CPU cores")
+    required_memory: int = Field(ge=0, le=MAX_UNITS * 1024, description="memory, MiB")
     required_gpu: Optional[str] = Field(
-        None, description='GPU model name such as "nvidia-a100"; None: no GPU')
+        None, description='GPU model name such as "nvidia-a100"; None: no GPU. A model no '
+        "node of the cluster carries (or one vte does not know) is answered "
+        "`target_node_ids: []`")
 
 
 class TaskExtension(BaseModel):
@@ -66,30 +89,34 @@ class TaskExtension(BaseModel):
 
     gpus: Optional[int] = Field(None, ge=0, le=64, description="GPUs wanted")
     accepted_gpus: Optional[list[str]] = Field(
-        None, description="GPU model names any of which will do")
-    work_s: Optional[float] = Field(None, gt=0.0, description="run time on a reference node, s")
-    data_gb: Optional[float] = Field(None, ge=0.0, description="input data to move, GB")
-    disk_gb: Optional[float] = Field(None, ge=0.0, description="disk needed, GiB")
-    required_labels: list[str] = Field(default_factory=list)
-    rejected_labels: list[str] = Field(default_factory=list)
-    preferred_labels: list[str] = Field(default_factory=list)
-    origin_pool: Optional[str] = Field(None, description="id of the vertex pool it comes from")
+        None, description="GPU model names any of which will do (names vte does not know "
+        "match no node)")
+    work_s: Optional[float] = Field(None, gt=0.0, le=MAX_QUANTITY,
+                                    description="run time on a reference node, s")
+    data_gb: Optional[float] = _quantity("input data to move, GB")
+    disk_gb: Optional[float] = _quantity("disk needed, GiB")
+    required_labels: list[Label] = Field(default_factory=list)
+    rejected_labels: list[Label] = Field(default_factory=list)
+    preferred_labels: list[Label] = Field(default_factory=list)
+    origin_pool: Optional[str] = Field(
+        None, description="id of the vertex pool it comes from (one naming no pool of the "
+        "cluster: the task is answered `target_node_ids: []`)")
     latency_bound_ms: Optional[float] = Field(
-        None, gt=0.0, description="most delay allowed from the origin pool to the node, ms")
-
-    @field_validator("work_s", "data_gb", "disk_gb", "latency_bound_ms")
-    @classmethod
-    def _check_finite(cls, v, info):
-        return _finite(v, info.field_name)
+        None, gt=0.0, le=MAX_QUANTITY,
+        description="most delay allowed from the origin pool to the node, ms")
 
 
 class Task(BaseModel):
     """One unit of work to place."""
 
+    model_config = _OPEN
+
     id: UUID
     requirements: HardwareRequirements
-    time_limit: Optional[int] = Field(
-        None, ge=1, description="s; read as the task's run time when `vte.work_s` is absent")
+    time_limit: Optional[float] = Field(
+        None, ge=-MAX_QUANTITY, le=MAX_QUANTITY,
+        description="s; read as the task's run time when `vte.work_s` is absent and it is "
+        "> 0 (DECICE's model ignores it)")
     vte: Optional[TaskExtension] = None
 
 
@@ -101,22 +128,21 @@ class NodeInfo(BaseModel):
     """Static facts about a node. DECICE's own model has no fields yet (its scenario
     generator sends `location`, `rack` and `gpu_model`); unknown keys are kept."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
-    gpu_model: Optional[str] = Field(None, description='e.g. "nvidia-a100"; None: no GPU')
+    gpu_model: Optional[str] = Field(
+        None, description='e.g. "nvidia-a100"; None: no GPU. A model vte does not know: the '
+        "node's GPUs are not offered (CPU, memory and disk are)")
     gpu_count: Optional[int] = Field(None, ge=0, le=64)
-    tier: Optional[str] = Field(None, description='"cloud", "edge" or "hpc"')
-    labels: Optional[list[str]] = None
+    tier: Optional[Literal[C.TIERS]] = None
+    labels: Optional[list[str]] = Field(
+        None, description="names that are not vte labels are ignored")
     ready: Optional[bool] = Field(None, description="False: the node accepts nothing")
-    speed: Optional[float] = Field(None, gt=0.0, description="per-core speed, reference 1")
-    power_idle_watts: Optional[float] = Field(None, ge=0.0)
-    power_peak_watts: Optional[float] = Field(None, ge=0.0)
-    failures_per_hour: Optional[float] = Field(None, ge=0.0)
-
-    @field_validator("speed", "power_idle_watts", "power_peak_watts", "failures_per_hour")
-    @classmethod
-    def _check_finite(cls, v, info):
-        return _finite(v, info.field_name)
+    speed: Optional[float] = Field(None, gt=0.0, le=1e3,
+                                   description="per-core speed, reference 1")
+    power_idle_watts: Optional[float] = _quantity("W")
+    power_peak_watts: Optional[float] = _quantity("W")
+    failures_per_hour: Optional[float] = Field(None, ge=0.0, le=1e6)
 
 
 class NodeMetrics(BaseModel):
@@ -126,17 +152,13 @@ class NodeMetrics(BaseModel):
 
     util: Optional[float] = Field(None, ge=0.0, le=100.0, description="CPU, percent")
     mem_util: Optional[float] = Field(None, ge=0.0, le=100.0, description="memory, percent")
-    network_bandwidth_mbps: Optional[float] = Field(None, ge=0.0)
-    free_disk_gb: Optional[float] = Field(None, ge=0.0)
-    total_disk_gb: Optional[float] = Field(None, ge=0.0)
-    cpu_cores: Optional[float] = Field(None, ge=0.0)
-    mem_total: Optional[float] = Field(None, ge=0.0, description="GiB")
-    power_watts: Optional[float] = Field(None, ge=0.0)
-
-    @field_validator("*")
-    @classmethod
-    def _check_finite(cls, v, info):
-        return _finite(v, info.field_name)
+    network_bandwidth_mbps: Optional[float] = _quantity("Mbit/s; < 0: not reported",
+                                                        -MAX_QUANTITY)
+    free_disk_gb: Optional[float] = _quantity("GB; < 0: not reported", -MAX_QUANTITY)
+    total_disk_gb: Optional[float] = _quantity("GB; < 0: not reported", -MAX_QUANTITY)
+    cpu_cores: Optional[float] = _quantity("cores")
+    mem_total: Optional[float] = _quantity("GiB")
+    power_watts: Optional[float] = _quantity("W")
 
 
 class Node(BaseModel):
@@ -150,7 +172,8 @@ class Node(BaseModel):
 
     @property
     def key(self) -> str | None:
-        """The id the answer names the node by: `id`, else `name`."""
+        """The id the answer names the node by: `id`, else `name` (neither: the node is
+        left out, as no answer could name it)."""
         return self.id if self.id is not None else self.name
 
 
@@ -168,9 +191,9 @@ class VertexPool(BaseModel):
 
     id: Optional[str] = None
     vertexpool_labels: Optional[dict[str, Any]] = None
-    nodes: Optional[list[Node]] = Field(default_factory=list)
+    nodes: Optional[list[Node]] = Field(default_factory=list, max_length=MAX_NODES)
     devices: Optional[list[Device]] = Field(default_factory=list)
-    lastUpdated: Optional[float] = Field(None, ge=0.0, description="epoch seconds")
+    lastUpdated: Optional[float] = _timestamp()
 
 
 class Link(BaseModel):
@@ -178,13 +201,8 @@ class Link(BaseModel):
 
     vertexpool_a_id: Optional[str] = None
     vertexpool_b_id: Optional[str] = None
-    network_delay_ms: Optional[float] = Field(None, ge=0.0)
-    lastUpdated: Optional[float] = Field(None, ge=0.0, description="epoch seconds")
-
-    @field_validator("network_delay_ms")
-    @classmethod
-    def _check_finite(cls, v, info):
-        return _finite(v, info.field_name)
+    network_delay_ms: Optional[float] = _quantity("ms; < 0: not reported", -MAX_QUANTITY)
+    lastUpdated: Optional[float] = _timestamp()
 
 
 class Policy(BaseModel):
@@ -202,11 +220,13 @@ class Pod(BaseModel):
     id: Optional[str] = None
     name: Optional[str] = None
     scheduled: Optional[bool] = None
-    restarts: Optional[int] = None
+    restarts: Optional[int] = Field(None, ge=-_Q, le=_Q)
     running_since: Optional[str] = None
     status: Optional[str] = None
     namespace: Optional[str] = None
-    info: Optional[dict[str, Any]] = None
+    info: Optional[dict[str, Any]] = Field(
+        None, description="`gpus`: GPUs the pod holds (a number in [0, 64]; anything else "
+        "reads as 0)")
     policies: Optional[list[Policy]] = Field(default_factory=list)
     node_id: Optional[str] = None
     nodename: Optional[str] = None
@@ -233,53 +253,30 @@ class Job(BaseModel):
     id: Optional[str] = None
     pods: Optional[list[Pod]] = Field(default_factory=list)
     profile: Optional[Profile] = None
-    lastUpdated: Optional[float] = Field(None, ge=0.0, description="epoch seconds")
+    lastUpdated: Optional[float] = _timestamp()
 
 
 class ClusterState(BaseModel):
-    """The cluster as DECICE's digital twin reports it."""
+    """The cluster as DECICE's digital twin reports it. A cluster without nodes is valid:
+    every task is answered `target_node_ids: []`."""
 
-    lastUpdated: Optional[float] = Field(None, ge=0.0, description="epoch seconds")
-    vertexpools: Optional[list[VertexPool]] = Field(default_factory=list)
+    model_config = _OPEN
+
+    lastUpdated: Optional[float] = _timestamp()
+    vertexpools: Optional[list[VertexPool]] = Field(default_factory=list,
+                                                    max_length=MAX_POOLS)
     links: Optional[list[Link]] = Field(default_factory=list)
     jobs: Optional[list[Job]] = Field(default_factory=list)
     cluster_info: Optional[dict[str, Any]] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _check_nodes(self):
-        pools = self.vertexpools or []
-        pool_ids = [p.id for p in pools if p.id is not None]
-        dup = _duplicates(pool_ids)
-        if dup:
-            raise ValueError(f"vertexpools: ids {dup} appear more than once; allowed unique ids")
-        nodes = [n for p in pools for n in (p.nodes or [])]
-        if not nodes:
-            raise ValueError("vertexpools: the cluster has no node; allowed at least one node "
-                             "in some vertex pool")
-        keys = [n.key for n in nodes]
-        if any(k is None for k in keys):
-            raise ValueError("vertexpools[].nodes[]: a node has neither id nor name; allowed "
-                             "nodes named by `id` (or `name`)")
-        dup = _duplicates(keys)
-        if dup:
-            raise ValueError(f"vertexpools[].nodes[]: node ids {dup} appear more than once; "
-                             "allowed unique ids")
-        return self
 
 
 class ScheduleRequest(BaseModel):
     """`POST /schedule`: the tasks to place and the cluster to place them on."""
 
-    tasks: list[Task]
-    cluster: ClusterState
+    model_config = _OPEN
 
-    @model_validator(mode="after")
-    def _check_tasks(self):
-        ids = [t.id for t in self.tasks]
-        dup = [str(i) for i in _duplicates(ids)]
-        if dup:
-            raise ValueError(f"tasks: ids {dup} appear more than once; allowed unique ids")
-        return self
+    tasks: list[Task] = Field(max_length=MAX_TASKS)
+    cluster: ClusterState
 
 
 # --------------------------------------------------------------------------
@@ -290,11 +287,25 @@ class TaskPlacement(BaseModel):
     task_id: UUID
     target_node_ids: list[str] = Field(description="the node chosen; empty: fits nowhere")
     strategy_used: Optional[str] = None
+    reason: Optional[str] = Field(
+        None, description="why `target_node_ids` is empty (vte's addition; absent when placed)")
 
 
 class ScheduleResponse(BaseModel):
     placements: list[TaskPlacement]
     scheduling_duration_ms: Optional[float] = None
+
+
+class ErrorItem(BaseModel):
+    type: str = Field(description='what is wrong, e.g. "less_than_equal", "too_many_nodes"')
+    loc: list[str | int] = Field(description='where: ["body", "cluster", ...] or ["header", ...]')
+    msg: str = Field(description="the bad value and what is allowed")
+
+
+class ErrorResponse(BaseModel):
+    """The body of every 403, 413, 422 and 500 answer."""
+
+    detail: list[ErrorItem]
 
 
 class ComponentStatus(BaseModel):
@@ -311,4 +322,5 @@ class HealthCheckResponse(BaseModel):
 __all__ = ["HardwareRequirements", "TaskExtension", "Task", "NodeInfo", "NodeMetrics", "Node",
            "Device", "VertexPool", "Link", "Policy", "Pod", "Weight", "Profile", "Job",
            "ClusterState", "ScheduleRequest", "TaskPlacement", "ScheduleResponse",
-           "ComponentStatus", "HealthCheckResponse"]
+           "ErrorItem", "ErrorResponse", "ComponentStatus", "HealthCheckResponse",
+           "MAX_QUANTITY", "MAX_TIMESTAMP", "MAX_UNITS", "MAX_TASKS", "MAX_POOLS", "MAX_NODES"]
