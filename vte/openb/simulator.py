@@ -98,30 +98,41 @@ def replay(policy: Policy, spec: Spec, pods: Pod, ranks: np.ndarray, keys: jax.A
                **dict(zip(("power_cpu", "power_gpu"), (w.astype(np.int64) for w in watts))))
 
 
-def binned(log: Log, values: np.ndarray, total_gpus: int, max_x: int) -> np.ndarray:
-    """(S, max_x + 1) float64: per seed, the mean of `values` (a % per event, rounded to 2
-    decimals) over the events whose arrived GPU demand rounds to x % of `total_gpus`, for
-    x = 0..max_x; an empty bin takes the events within x +- 1; NaN if those are empty too."""
+# How the artifact bins each curve (OPENB.md section 8): decimals each event's value is rounded
+# to before the bin's mean, and decimals the mean is rounded to (None: not rounded).
+BINNING = {"alloc": (2, 2), "frag": (None, 2), "frag_ratio": (None, None)}
+
+
+def binned(log: Log, values: np.ndarray, total_gpus: int, max_x: int,
+           event_decimals: int | None = 2, mean_decimals: int | None = 2) -> np.ndarray:
+    """(S, max_x + 1) float64: per seed, the mean of `values` (S, T) (a % per event, rounded
+    to `event_decimals`) over the events whose arrived GPU demand rounds to x % of
+    `total_gpus`, for x = 0..max_x, rounded to `mean_decimals`; an empty bin takes the events
+    within x +- 1; NaN if those are empty too. Padding events (not `log.valid`) never count."""
     out = np.full((log.valid.shape[0], max_x + 1), np.nan)
+    xs = np.arange(max_x + 1)
     for s in range(log.valid.shape[0]):
         v = log.valid[s]
+        # arrived never decreases, so each bin (and each x +- 1) is one contiguous run of
+        # events: its mean is numpy's over that slice, the artifact's own summation.
         pct = np.round(log.arrived[s][v] / total_gpus / 10).astype(np.int64)
-        val = np.round(values[s][v], 2)
-        for x in range(max_x + 1):
-            hit = pct == x
-            if not hit.any():
-                hit = np.abs(pct - x) <= 1
-            if hit.any():
-                out[s, x] = np.round(val[hit].mean(), 2)
-    return out
+        val = np.asarray(values[s][v], np.float64)
+        if event_decimals is not None:
+            val = np.round(val, event_decimals)
+        lo, hi = np.searchsorted(pct, xs, "left"), np.searchsorted(pct, xs, "right")
+        near_lo, near_hi = np.searchsorted(pct, xs - 1, "left"), np.searchsorted(pct, xs + 1, "right")
+        for x in xs:
+            a, b = (lo[x], hi[x]) if hi[x] > lo[x] else (near_lo[x], near_hi[x])
+            if b > a:
+                out[s, x] = val[a:b].mean()
+    return out if mean_decimals is None else np.round(out, mean_decimals)
 
 
 def curves(log: Log, total_gpus: int, max_x: int) -> dict[str, np.ndarray]:
-    """The published curves, (S, max_x + 1) each: allocation, fragmentation (% of the cluster's
-    GPUs, `frag_discrete`) and fragmentation as % of idle milli-GPU (`frag_ratio`)."""
-    alloc = log.used / total_gpus / 10
-    frag = log.frag / total_gpus / 10
-    ratio = np.where(log.idle > 0, 100 * log.frag / np.maximum(log.idle, 1), 0.0)
-    return {"alloc": binned(log, alloc, total_gpus, max_x),
-            "frag": binned(log, frag, total_gpus, max_x),
-            "frag_ratio": binned(log, ratio, total_gpus, max_x)}
+    """The published curves, (S, max_x + 1) each, binned as the artifact bins them (`BINNING`):
+    allocation (% of the cluster's GPUs, `allo_discrete`), fragmentation (% of the cluster's
+    GPUs, `frag_discrete`) and fragmentation as % of idle milli-GPU (`frag_ratio_discrete`)."""
+    values = {"alloc": log.used / total_gpus / 10,
+              "frag": log.frag / total_gpus / 10,
+              "frag_ratio": np.where(log.idle > 0, 100 * log.frag / np.maximum(log.idle, 1), 0.0)}
+    return {k: binned(log, v, total_gpus, max_x, *BINNING[k]) for k, v in values.items()}
