@@ -2,6 +2,8 @@
 the PWR+FGD mixes worked out by hand on a small cluster, the replay's power log and the
 paper's interpolation."""
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -165,3 +167,28 @@ def test_the_replay_logs_power_and_the_grid_interpolates(small):
     # x = 1.0 (7000 milli arrived) lies between the 5th pod (3800) and the failed 6th (7800):
     # 3800 milli allocated either side.
     assert out["fgd"]["grar"] == pytest.approx(3800 / 7000, abs=1e-4)
+
+
+def test_the_benchmark_measures_prints_and_refuses_bad_input(small, tmp_path, capsys):
+    from benchmarks import openb_power
+    nodes = small[0]
+    rows = [(f"p{i}", 1000 * (1 + i % 3), 1024, n, m, "") for i, (n, m) in
+            enumerate([(1, 500), (1, 1000), (0, 0), (2, 1000), (1, 300), (1, 700)] * 2)]
+    pods = tmp_path / "pods.csv"
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+                    + "".join(",".join(map(str, r)) + "\n" for r in rows))
+    out, png = tmp_path / "p.json", tmp_path / "p.png"
+    result = openb_power.main(["--nodes", nodes.path, "--pods", str(pods), "--seeds", "2",
+                               "--policies", "fgd,pwr", "--json", str(out), "--png", str(png),
+                               "--no-progress", "--chunk", "8"])
+    saved = json.loads(out.read_text())
+    assert saved == json.loads(json.dumps(result)) and png.stat().st_size > 0
+    assert saved["empty_cluster_w"] == 160 and saved["seeds"] == [42, 43]
+    fgd, pwr = saved["policies"]["fgd"], saved["policies"]["pwr"]
+    assert len(fgd["x"]) == 201 and fgd["savings_at_end_pct"] == 0.0 and fgd["published"] is None
+    assert 0 < pwr["grar"] <= 1 and len(pwr["grar_per_seed"]) == 2
+    assert "pwr" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="'fgd' among them"):
+        openb_power.main(["--policies", "pwr,best_fit"])
+    with pytest.raises(ValueError, match="unknown policy 'pwr_fgd'"):
+        openb_power.main(["--nodes", nodes.path, "--pods", str(pods), "--policies", "fgd,pwr_fgd"])
