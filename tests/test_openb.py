@@ -398,7 +398,8 @@ def test_command_writes_results_and_refuses_bad_input_first(tmp_path, capsys):
     nodes, pods = small_trace(tmp_path)
     out, png = tmp_path / "r.json", tmp_path / "r.png"
     result = openb_main(["--nodes", nodes.path, "--pods", pods.path, "--policies", "best_fit,fgd",
-                         "--seeds", "2", "--json", str(out), "--png", str(png), "--no-progress"])
+                         "--seeds", "2", "--json", str(out), "--png", str(png), "--no-progress",
+                         "--cache", "none"])
     saved = json.loads(out.read_text())
     assert saved["seeds"] == [42, 43] and set(saved["policies"]) == {"best_fit", "fgd"}
     assert saved["policies"]["fgd"]["published"] is None              # not a published trace
@@ -456,7 +457,33 @@ def test_grid_below_100_percent_and_empty_bins_give_null_not_nan(tmp_path):
     assert result["end_percent"] == 60 and r["alloc_at_100"] is None
     assert r["alloc_at_end"] is None or 0 <= r["alloc_at_end"]["mean"] <= 100
     json.dumps(result, allow_nan=False)                        # valid JSON: no NaN anywhere
-    assert format_table(result).splitlines()[2].startswith("BestFit")
+    assert format_table(result).splitlines()[2].strip().startswith("BestFit")
+
+
+def test_the_comparison_reads_a_published_file(tmp_path):
+    """A synthetic published file of two seeds: its means and stds, and the table's diffs."""
+    from vte.openb import published
+    from vte.openb.experiment import format_table, run_grid
+    nodes, pods = small_trace(tmp_path, pods=30, seed=5)
+    head = "workload,sc_policy,tune,seed," + ",".join(map(str, range(131))) + "\n"
+    body = "".join(f"openb_pod_list_tiny,05-BestFit,{tune},{seed}," + ",".join(
+        [str(v)] * 131) + "\n" for tune, seed, v in ((1.3, 42, 10.0), (1.3, 43, 12.0), (1.2, 42, 99)))
+    (tmp_path / "analysis_frag_discrete.csv").write_text(head + body)
+    figures = published.load(tmp_path)                       # the other two metrics' files absent
+    entry = figures["tiny"]["best_fit"]["frag"]
+    assert entry["100"] == entry["end"] == (11.0, round(np.std([10, 12], ddof=1), 2))
+    assert entry["seeds"] == [42, 43] and entry["curve"][0] == 11.0   # tune 1.2 left out
+    result = run_grid(nodes, pods, ["best_fit"], seeds=[1, 2], reference=figures["tiny"])
+    r = result["policies"]["best_fit"]
+    assert r["published"]["frag"]["end"] == (11.0, 1.41)
+    row = [line for line in format_table(result).splitlines() if "BestFit" in line][1]
+    assert f"{r['frag_at_end']['mean'] - 11.0:+.2f}" in row and "11.00 ± 1.41" in row
+    for metric in ("alloc", "frag", "frag_ratio"):
+        for point in ("100", "end"):
+            assert r[f"{metric}_at_{point}"] is None or np.isfinite(r[f"{metric}_at_{point}"]["mean"])
+    (tmp_path / "analysis_frag_discrete.csv").write_text(head + "x,01-Random,1.3,42,a\n")
+    with pytest.raises(ValueError, match="line 2: tune, seed and 0..130 must be numbers"):
+        published.load(tmp_path)
 
 
 def _fake_grid(seeds, published=True):
@@ -510,3 +537,52 @@ def test_every_policy_keeps_its_colour_and_style_whatever_the_order(tmp_path):
         seen.append(captured)
     assert seen[0] == seen[1]
     assert seen[0]["GpuClustering"] != seen[0]["GpuPacking"]
+
+
+def _timeless(result):
+    """A grid's JSON without what depends on when and how fast it ran."""
+    drop = {"seconds", "seconds_per_experiment", "runs_computed", "runs_cached"}
+    if isinstance(result, dict):
+        return {k: _timeless(v) for k, v in result.items() if k not in drop}
+    return result
+
+
+def test_an_interrupted_grid_continues_to_the_same_json(tmp_path, monkeypatch):
+    nodes, _ = small_trace(tmp_path, pods=24, seed=3)
+    files = []
+    for name, seed in (("tiny_a", 3), ("tiny_b", 4)):
+        sub = tmp_path / name
+        sub.mkdir()
+        files.append(str(sub / f"{name}.csv"))
+        (sub / f"{name}.csv").write_text(open(small_trace(sub, pods=24, seed=seed)[1].path).read())
+    argv = ["--nodes", nodes.path, "--pods", ",".join(files), "--policies", "random,best_fit",
+            "--seeds", "2", "--no-progress"]
+    whole = openb_main(argv + ["--json", str(tmp_path / "whole"), "--cache", str(tmp_path / "c1")])
+    calls, real = [], simulator.replay
+
+    class Stop(Exception):
+        """The run killed half-way (an interrupt, a lost machine)."""
+
+    def replay(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise Stop                                         # stopped in the second trace
+        return real(*args, **kwargs)
+    monkeypatch.setattr(simulator, "replay", replay)
+    out = ["--json", str(tmp_path / "part"), "--cache", str(tmp_path / "c2")]
+    with pytest.raises(Stop):
+        openb_main(argv + out)
+    assert (tmp_path / "part" / "openb_tiny_a.json").exists()          # the first trace is written
+    monkeypatch.setattr(simulator, "replay", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls.clear()
+    resumed = openb_main(argv + out)
+    assert len(calls) == 2                                     # only the two unfinished batches
+    assert _timeless(resumed) == _timeless(whole)
+    for name in ("openb_tiny_a.json", "openb_tiny_b.json", "summary.json"):
+        assert (_timeless(json.loads((tmp_path / "part" / name).read_text()))
+                == _timeless(json.loads((tmp_path / "whole" / name).read_text())))
+    calls.clear()
+    again = openb_main(argv + out)
+    assert calls == [] and again["tiny_b"]["runs_cached"] == 4     # a repeated grid replays nothing
+    openb_main(argv + out + ["--force"])
+    assert len(calls) == 4

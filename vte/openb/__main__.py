@@ -2,11 +2,16 @@
 
     python -m vte.openb --pods default --policies all --seeds 10 --tune 1.3 \
         --json openb.json --png openb.png
+    python -m vte.openb --pods all --policies all --seeds 10 --json results/ --png results/
     python -m vte.openb --policies fgd,best_fit,runs/openb_ppo     # a learned scheduler too
 
 Seeds are consecutive from --first-seed (42, the first published seed); each policy is one
-compiled program that runs all seeds at once. Bundled traces: --nodes gpu|all, --pods
-default|gpuspec10|multigpu20; any file of the same format is accepted by path.
+compiled program that runs all seeds at once. Bundled traces: --nodes gpu|all, --pods one of
+the seventeen workloads (default, gpushare40..100, gpuspec10..33, multigpu20..50,
+cpu050..250), several joined by commas, or 'all'; any file of the same format is accepted by
+path. With several traces --json and --png name directories: a JSON and a figure per trace,
+summary.json and overview.png. Finished runs are kept in --cache (an interrupted grid
+continues where it stopped, a repeated one is instant); --force recomputes them.
 """
 
 from __future__ import annotations
@@ -18,9 +23,37 @@ import sys
 
 from vte.rng import SEED_LIMIT
 from vte.files import atomic_write, atomic_write_text, check_output_path
-from vte.openb.experiment import format_table, plot, run_grid
+from vte.openb.cache import RunCache
+from vte.openb.experiment import (format_summary, format_table, ordering, plot, plot_overview,
+                                  run_traces, summary)
 from vte.openb.policies import POLICIES
-from vte.openb.trace import TraceError, load_nodes, load_pods
+from vte.openb.trace import TRACES, TraceError, load_nodes, load_pods
+
+
+def _traces(text: str) -> list[str]:
+    """'all' (the seventeen bundled workloads), one name or path, or several joined by commas."""
+    names = list(TRACES) if text == "all" else [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise ValueError(f"--pods {text!r}: give 'all', a bundled name of {list(TRACES)} or a path")
+    if len(set(names)) != len(names):
+        raise ValueError(f"--pods {text!r} names a trace twice")
+    return names
+
+
+def default_cache() -> str:
+    """Where finished runs are kept unless --cache says otherwise: $XDG_CACHE_HOME/vte/openb
+    (~/.cache/vte/openb)."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(root, "vte", "openb")
+
+
+def _check_dir(path: str, flag: str) -> None:
+    """A directory to write several files into: it exists, or its parent does (it is made)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{flag} {path!r} is a file; with several traces give a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(path) and not os.path.isdir(parent):
+        raise ValueError(f"{flag} {path!r}: the directory {parent!r} does not exist")
 
 
 def _policies(text: str) -> list[str]:
@@ -63,7 +96,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--nodes", default="gpu", help="node file: 'gpu' (1213 GPU nodes, the "
                         "paper's), 'all' (adds 310 CPU-only nodes) or a path")
     parser.add_argument("--pods", default="default",
-                        help="pod file: 'default', 'gpuspec10', 'multigpu20' or a path")
+                        help="pod file: a bundled name (default, gpuspec10, multigpu20, ...: "
+                             "the seventeen of the paper's artifact) or a path; several joined "
+                             "by commas, or 'all'")
     parser.add_argument("--policies", default="all",
                         help=f"'all' or a comma-separated subset of {list(POLICIES)}, where a "
                              "trained run directory (train/ppo.py --env openb --out DIR) is one more")
@@ -72,8 +107,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tune", type=float, default=1.3,
                         help="GPU demand to submit, as a multiple of the cluster's GPUs (default 1.3)")
     parser.add_argument("--chunk", type=int, default=2048, help="pods per compiled call (progress granularity)")
-    parser.add_argument("--json", default=None, help="write the results here")
-    parser.add_argument("--png", default=None, help="draw allocation and fragmentation curves here")
+    parser.add_argument("--json", default=None, help="write the results here (a directory "
+                        "when several traces run: one file per trace and summary.json)")
+    parser.add_argument("--png", default=None, help="draw allocation and fragmentation curves here "
+                        "(a directory when several traces run: one per trace and overview.png)")
+    parser.add_argument("--cache", default=None, help="keep finished (trace, policy, seed) runs "
+                        f"here (default {default_cache()}); 'none' keeps nothing")
+    parser.add_argument("--force", action="store_true", help="recompute runs already in the cache")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
 
@@ -88,23 +128,48 @@ def main(argv: list[str] | None = None) -> dict:
     if args.chunk < 1:
         raise ValueError(f"--chunk {args.chunk}: must be >= 1")
     policies = _policies(args.policies)
+    traces = _traces(args.pods)
+    several = len(traces) > 1
     for flag, path in (("--json", args.json), ("--png", args.png)):
-        if path is not None:
+        if path is not None and several:
+            _check_dir(path, flag)
+        elif path is not None:
             check_output_path(path, flag)
+    cache = None if args.cache == "none" else RunCache(args.cache or default_cache())
     nodes = load_nodes(args.nodes)
-    pods = load_pods(args.pods, nodes)
+    pod_tables = [load_pods(name, nodes) for name in traces]        # every file checked first
 
     chosen = {name: (POLICIES[name] if name in POLICIES else _learned(name, max(len(nodes.models), 1)))
               for name in policies}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    result = run_grid(nodes, pods, chosen, seeds, args.tune, chunk=args.chunk,
-                      progress=not args.no_progress)
-    print(format_table(result))
+    for flag, path in (("--json", args.json), ("--png", args.png)):
+        if several and path is not None:
+            os.makedirs(path, exist_ok=True)
+
+    def write(trace: str, result: dict) -> None:
+        """A trace's table and files, as soon as it is done."""
+        print(format_table(result), flush=True)
+        if args.json is not None:
+            target = os.path.join(args.json, f"openb_{trace}.json") if several else args.json
+            atomic_write_text(target, json.dumps(result, indent=1))
+        if args.png is not None:
+            target = os.path.join(args.png, f"openb_{trace}.png") if several else args.png
+            atomic_write(target, lambda tmp: plot(result, tmp))
+
+    results = run_traces(nodes, pod_tables, chosen, seeds, args.tune, chunk=args.chunk,
+                         progress=not args.no_progress, cache=cache, force=args.force,
+                         on_trace=write)
+    if not several:
+        return next(iter(results.values()))
+    print(format_summary(results))
     if args.json is not None:
-        atomic_write_text(args.json, json.dumps(result, indent=1))
+        atomic_write_text(os.path.join(args.json, "summary.json"),
+                          json.dumps({"rows": summary(results),
+                                      "ordering": {t: ordering(r) for t, r in results.items()}},
+                                     indent=1))
     if args.png is not None:
-        atomic_write(args.png, lambda tmp: plot(result, tmp))
-    return result
+        atomic_write(os.path.join(args.png, "overview.png"), lambda tmp: plot_overview(results, tmp))
+    return results
 
 
 if __name__ == "__main__":
