@@ -487,3 +487,88 @@ def test_help_is_readable():
     out = subprocess.run([sys.executable, "-m", "vte.serve", "--help"], capture_output=True,
                          text=True, check=True).stdout
     assert "--max-body-bytes" in out and "\\\n" not in out and "\\ " not in out
+
+
+# --------------------------------------------------------------------------
+# Requests built the way DECICE's training-data generator builds them
+# --------------------------------------------------------------------------
+
+def decice_style_request(rng: np.random.Generator) -> dict:
+    """A request following the conventions of DECICE's scenario generator: 10-50 nodes of
+    three archetypes (compute, GPU with an A100 or H100, edge) dealt round-robin into 3
+    pools, `location`/`rack` in node_info, random utilisation profiles, power reported 70 %
+    of the time, no links; 5-20 tasks from five archetypes, some asking for nvidia-t4 (which
+    no node has), with `time_limit`, `submission_time` and `system` beside the requirements
+    and the task list repeated under `workloads`."""
+    def pick(options):
+        return options[int(rng.integers(len(options)))]
+
+    nodes = []
+    for i in range(int(rng.integers(10, 51))):
+        kind = pick(["compute"] * 5 + ["gpu"] * 3 + ["edge"] * 2)
+        cores, mem, disk, net, gpus, info = {
+            "compute": ((16, 64), (64, 256), (512, 2048), (1000, 10000), [None],
+                        {"location": "DC1"}),
+            "gpu": ((32, 96), (128, 512), (1024, 4096), (10000, 40000),
+                    ["nvidia-a100", "nvidia-h100"], {"location": "DC1", "rack": "G1"}),
+            "edge": ((2, 8), (8, 32), (128, 512), (100, 1000), [None],
+                     {"location": "Edge-Site-A"})}[kind]
+        lo, hi = pick([(5, 25), (25, 65), (65, 95)])
+        total = float(rng.integers(*disk))
+        nodes.append({
+            "id": f"{kind}_node-{i:02d}", "name": f"{kind}_node-{i:02d}.cluster.local",
+            "system": info["location"], "node_info": {**info, "gpu_model": pick(gpus)},
+            "metrics": {"util": round(float(rng.uniform(lo, hi)), 2),
+                        "mem_util": round(float(rng.uniform(lo, hi)), 2),
+                        "network_bandwidth_mbps": float(rng.integers(*net)),
+                        "cpu_cores": float(rng.integers(*cores)),
+                        "mem_total": float(rng.integers(*mem)), "total_disk_gb": total,
+                        "free_disk_gb": round(total * float(rng.uniform(0.1, 0.9)), 1),
+                        "power_watts": (round(float(rng.uniform(50, 400)), 1)
+                                        if rng.random() < 0.7 else None)}})
+    tasks = []
+    for _ in range(int(rng.integers(5, 21))):
+        cpu, mem, gpus, _, limit = pick([
+            ((8, 64), (4096, 32768), [None], None, (1800, 14400)),
+            ((2, 16), (65536, 262144), [None], None, (3600, 28800)),
+            ((4, 32), (16384, 131072), ["nvidia-a100", "nvidia-h100"], None, (1800, 10800)),
+            ((1, 2), (1024, 4096), [None], None, (300, 1800)),
+            ((2, 8), (8192, 65536), [None, "nvidia-t4"], None, (3600, 14400))])
+        tasks.append({"id": str(uuid.UUID(int=int(rng.integers(1 << 62)))),
+                      "requirements": {"required_cpu": int(rng.integers(*cpu)),
+                                       "required_memory": int(rng.integers(*mem)),
+                                       "required_gpu": pick(gpus)},
+                      "submission_time": 1_700_000_000, "time_limit": int(rng.integers(*limit)),
+                      "system": pick(["HPC", None])})
+    pools = [{"id": f"pool-{p + 1}", "nodes": [], "vertexpool_labels": {}} for p in range(3)]
+    for i, node in enumerate(nodes):
+        pools[i % 3]["nodes"].append(node)
+    return {"workloads": tasks, "tasks": tasks,
+            "cluster": {"lastUpdated": 1_700_000_000.5, "vertexpools": pools, "links": []}}
+
+
+def test_requests_built_as_decice_builds_them_are_all_answered(client):
+    rng = np.random.default_rng(0)
+    bodies = [decice_style_request(rng) for _ in range(50)]
+    # What DECICE accepts and vte cannot use: an unknown GPU model, labels, a link to an
+    # unknown pool, odd time limits, a negative bandwidth.
+    bodies[0]["cluster"]["vertexpools"][0]["nodes"][0]["node_info"]["gpu_model"] = "nvidia-v100"
+    bodies[1]["cluster"]["vertexpools"][1]["nodes"][0]["node_info"]["gpu_model"] = "nvidia-l4"
+    bodies[2]["cluster"]["vertexpools"][0]["nodes"][0]["node_info"]["labels"] = ["rack-7", "ssd"]
+    bodies[3]["cluster"]["links"] = [{"vertexpool_a_id": "pool-1", "vertexpool_b_id": "pool-9",
+                                      "network_delay_ms": 4.0}]
+    for body, limit in zip(bodies[4:7], (0, -5, 1.5)):
+        body["tasks"][0]["time_limit"] = limit
+    bodies[7]["cluster"]["vertexpools"][0]["nodes"][0]["metrics"]["network_bandwidth_mbps"] = -1
+    t4_tasks = 0
+    for body in bodies:
+        r = _post(client, body)
+        assert r.status_code == 201, r.text
+        placements = r.json()["placements"]
+        assert [p["task_id"] for p in placements] == [t["id"] for t in body["tasks"]]
+        for task, p in zip(body["tasks"], placements):
+            if task["requirements"]["required_gpu"] == "nvidia-t4":   # no node has one
+                t4_tasks += 1
+                assert p["target_node_ids"] == [] and "nvidia-t4" in p["reason"]
+            assert bool(p["target_node_ids"]) != ("reason" in p)
+    assert t4_tasks > 0

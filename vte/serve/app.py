@@ -88,8 +88,8 @@ class Batcher:
         self.max_batch = max_batch
         self.queue: asyncio.Queue | None = None
         self.task: asyncio.Task | None = None
-        self.placing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vte-place")
-        self.compiling = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vte-compile")
+        self.placing: ThreadPoolExecutor | None = None
+        self.compiling: ThreadPoolExecutor | None = None
         self._compiles: dict[Shape, asyncio.Future] = {}
         self._pending: set[asyncio.Task] = set()
         self.batches = 0
@@ -97,7 +97,12 @@ class Batcher:
         self.warmup_shapes: list[Shape] = []
 
     def start(self, warmup: Sequence[Shape] = ()) -> None:
+        """Start the worker (again, after `stop`) on the running loop."""
         loop = asyncio.get_running_loop()
+        self.placing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vte-place")
+        self.compiling = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vte-compile")
+        self._compiles = {}
+        self.warm = asyncio.Event()
         self.queue = asyncio.Queue()
         self.task = loop.create_task(self._run())
         self.warmup_shapes = list(warmup)

@@ -35,10 +35,10 @@ utilisation in percent; time in seconds.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from vte import catalogue as C
 
@@ -50,10 +50,27 @@ MAX_NODES = 4096            # nodes per cluster (`convert.NODE_BUCKETS`)
 MAX_UNITS = 65535           # the most whole cores (GiB) a placed task holds (`dynamics.held_demand`)
 _Q = int(MAX_QUANTITY)
 
-_OPEN = ConfigDict(allow_inf_nan=False)
-_CLOSED = ConfigDict(extra="forbid", allow_inf_nan=False)
+_OPEN = ConfigDict(allow_inf_nan=False, strict=True)
+_CLOSED = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 Label = Literal[C.LABELS]    # a vte label name (`catalogue.LABELS`)
+
+
+def _integral(value):
+    """A float with no fractional part as the integer it is (JSON Schema's integers
+    include 3.0); anything else is left to the strict integer check."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _int(lo: int, hi: int):
+    """A strict integer in [lo, hi] that accepts 3.0 (the bounds are in the schema)."""
+    return Annotated[int, Field(ge=lo, le=hi), BeforeValidator(_integral)]
+
+
+Cores = _int(0, MAX_UNITS)
+MiB = _int(0, MAX_UNITS * 1024)
+GpuCount = _int(0, 64)
+Count = _int(-_Q, _Q)
 
 
 def _quantity(description: str, lower: float = 0.0, **kw):
@@ -74,8 +91,8 @@ class HardwareRequirements(BaseModel):
 
     model_config = _OPEN
 
-    required_cpu: int = Field(ge=0, le=MAX_UNITS, description="CPU cores")
-    required_memory: int = Field(ge=0, le=MAX_UNITS * 1024, description="memory, MiB")
+    required_cpu: Cores = Field(description="CPU cores")
+    required_memory: MiB = Field(description="memory, MiB")
     required_gpu: Optional[str] = Field(
         None, description='GPU model name such as "nvidia-a100"; None: no GPU. A model no '
         "node of the cluster carries (or one vte does not know) is answered "
@@ -87,7 +104,7 @@ class TaskExtension(BaseModel):
 
     model_config = _CLOSED
 
-    gpus: Optional[int] = Field(None, ge=0, le=64, description="GPUs wanted")
+    gpus: Optional[GpuCount] = Field(None, description="GPUs wanted")
     accepted_gpus: Optional[list[str]] = Field(
         None, description="GPU model names any of which will do (names vte does not know "
         "match no node)")
@@ -111,7 +128,7 @@ class Task(BaseModel):
 
     model_config = _OPEN
 
-    id: UUID
+    id: UUID = Field(strict=False)     # a UUID string also from Python dicts
     requirements: HardwareRequirements
     time_limit: Optional[float] = Field(
         None, ge=-MAX_QUANTITY, le=MAX_QUANTITY,
@@ -128,12 +145,12 @@ class NodeInfo(BaseModel):
     """Static facts about a node. DECICE's own model has no fields yet (its scenario
     generator sends `location`, `rack` and `gpu_model`); unknown keys are kept."""
 
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, strict=True)
 
     gpu_model: Optional[str] = Field(
         None, description='e.g. "nvidia-a100"; None: no GPU. A model vte does not know: the '
         "node's GPUs are not offered (CPU, memory and disk are)")
-    gpu_count: Optional[int] = Field(None, ge=0, le=64)
+    gpu_count: Optional[GpuCount] = None
     tier: Optional[Literal[C.TIERS]] = None
     labels: Optional[list[str]] = Field(
         None, description="names that are not vte labels are ignored")
@@ -220,7 +237,7 @@ class Pod(BaseModel):
     id: Optional[str] = None
     name: Optional[str] = None
     scheduled: Optional[bool] = None
-    restarts: Optional[int] = Field(None, ge=-_Q, le=_Q)
+    restarts: Optional[Count] = None
     running_since: Optional[str] = None
     status: Optional[str] = None
     namespace: Optional[str] = None
