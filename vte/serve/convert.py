@@ -101,12 +101,19 @@ def bucket(n: int, buckets: tuple[int, ...], what: str) -> int:
                           kind="too_many")
 
 
-def _kind(tier: int, has_gpu: bool) -> int:
-    """Index into `catalogue.NODE_KINDS` of a tier with or without GPUs (as the scenario)."""
-    if tier == C.EDGE:
-        return C.NODE_KINDS.index("edge")
-    return (C.NODE_KINDS.index("cloud_cpu") if tier == C.CLOUD
-            else C.NODE_KINDS.index("hpc_cpu")) + int(has_gpu)
+_NO_INFO = S.NodeInfo()
+_NO_METRICS = S.NodeMetrics()
+_BIT = {name: 1 << i for i, name in enumerate(C.LABELS)}
+_TIER_BITS = np.array([_BIT[t] for t in C.TIERS], np.int32)
+_KIND_EDGE = C.NODE_KINDS.index("edge")
+_KIND_CLOUD_CPU = C.NODE_KINDS.index("cloud_cpu")
+_KIND_HPC_CPU = C.NODE_KINDS.index("hpc_cpu")
+_KIND_PAD = 0                             # the kind of a padded node (masked off)
+
+
+def _mids(table: np.ndarray, log: bool = False) -> np.ndarray:
+    """The midpoint of each kind's catalogue range (geometric for log-uniform ones)."""
+    return np.array([_mid(table, k, log) for k in range(len(C.NODE_KINDS))], np.float64)
 
 
 def _reported(value: float | None) -> float | None:
@@ -114,10 +121,21 @@ def _reported(value: float | None) -> float | None:
     return None if value is None or value < 0 else value
 
 
+def has(x: np.ndarray) -> np.ndarray:
+    """Where a gathered value was reported (not NaN)."""
+    return ~np.isnan(x)
+
+
 def _mid(table: np.ndarray, kind: int, log: bool = False) -> float:
     """Midpoint of a catalogue range (geometric for log-uniform ones)."""
     lo, hi = (float(x) for x in table[kind])
     return math.sqrt(lo * hi) if log else 0.5 * (lo + hi)
+
+
+_MID_BANDWIDTH = _mids(C.KIND_BANDWIDTH_MBPS, log=True)
+_MID_SPEED = _mids(C.KIND_SPEED)
+_MID_IDLE = _mids(C.KIND_IDLE_W)
+_MID_PEAK = _mids(C.KIND_PEAK_W)
 
 
 # --------------------------------------------------------------------------
@@ -219,75 +237,93 @@ def cluster_view(cs: S.ClusterState, params: EnvParams, num_nodes: int | None = 
                 device_gpus.setdefault(i, []).append(model)
     jobs, held_gpus = _running_pods(cs, index, names)
 
-    f32 = np.float32
-    cap = np.zeros((C.NUM_RESOURCES, n), f32)
-    free = np.zeros((C.NUM_RESOURCES, n), f32)
-    tier = np.zeros(n, np.int32)
-    kind = np.zeros(n, np.int32)
-    gpu_model = np.zeros(n, np.int32)
-    labels = np.zeros(n, np.int32)
-    site = np.zeros(n, np.int32)
-    speed, bandwidth, p_idle, p_peak, rate, util, mem_util, power, njobs = (
-        np.zeros(n, f32) for _ in range(9))
-    up = np.zeros(n, bool)
-
+    # One pass over the nodes gathers the reported values (NaN: not reported); the
+    # defaults and derived fields are then computed for all nodes at once.
+    f32, f64, nan = np.float32, np.float64, float("nan")
+    pool_labels = [label_mask(_truthy_labels(p.vertexpool_labels)) for p in pools]
+    rows, tiers, models, counts, masks, sites, ready = [], [], [], [], [], [], []
+    known = set(C.LABELS)
     for i, (s, node) in enumerate(nodes):
-        info = node.node_info or S.NodeInfo()
-        m = node.metrics or S.NodeMetrics()
-        names_set = _truthy_labels(pools[s].vertexpool_labels)
-        names_set |= set(info.labels or ()) & set(C.LABELS)
+        info = node.node_info or _NO_INFO
+        m = node.metrics or _NO_METRICS
+        mask = pool_labels[s] | (label_mask(known.intersection(info.labels)) if info.labels
+                                 else 0)
         if info.tier is not None:
             t = C.TIERS.index(info.tier)
         else:
-            t = C.EDGE if "edge" in names_set else C.HPC if "hpc" in names_set else C.CLOUD
-
+            t = (C.EDGE if mask & _BIT["edge"] else C.HPC if mask & _BIT["hpc"] else C.CLOUD)
         # GPUs of a model vte does not know, or of no model at all, are not offered.
         named = gpu_index(info.gpu_model) if info.gpu_model else None
-        devs = device_gpus.get(i, [])
+        devs = device_gpus.get(i, ())
         model = named if named is not None else (devs[0] if devs else 0)
         count = info.gpu_count if info.gpu_count is not None else (
             len(devs) if devs else int(named is not None))
-        if (info.gpu_model and named is None) or model == 0:
-            count = 0
-        if count == 0:
-            model = 0
-        k = _kind(t, count > 0)
+        if (info.gpu_model and named is None) or model == 0 or count == 0:
+            model, count = 0, 0
+        tiers.append(t)
+        models.append(model)
+        counts.append(count)
+        masks.append(mask)
+        sites.append(s)
+        ready.append(info.ready is not False and m.cpu_cores is not None
+                     and m.mem_total is not None)
+        rows.append([nan if v is None else v for v in (
+            m.cpu_cores, m.mem_total, m.total_disk_gb, m.free_disk_gb,
+            m.network_bandwidth_mbps, m.util, m.mem_util, m.power_watts, info.speed,
+            info.power_idle_watts, info.power_peak_watts, info.failures_per_hour,
+            held_gpus.get(i, 0.0), jobs.get(i, 0))])
 
-        cores = m.cpu_cores if m.cpu_cores is not None else 0.0
-        mem = m.mem_total if m.mem_total is not None else 0.0
-        total_gb, free_gb = _reported(m.total_disk_gb), _reported(m.free_disk_gb)
-        disk_total = total_gb if total_gb is not None else free_gb if free_gb is not None else 0.0
-        disk_free = free_gb if free_gb is not None else disk_total
-        bw = _reported(m.network_bandwidth_mbps)
-        bw = bw if bw is not None else _mid(C.KIND_BANDWIDTH_MBPS, k, log=True)
-        u = (m.util if m.util is not None else 0.0) / 100.0
-        mu = (m.mem_util if m.mem_util is not None else 0.0) / 100.0
+    real = np.arange(n) < n_real
+    raw = np.full((n, 14), nan, f64)
+    if rows:
+        raw[:n_real] = rows
+    (cores, mem, total_gb, free_gb, bw, util_pct, mem_util_pct, power_w, speed_in, idle_in,
+     peak_in, rate_in, held, njobs) = raw.T
+    for col in (total_gb, free_gb, bw):      # DECICE leaves these unbounded: < 0 = not reported
+        col[col < 0] = nan
+    tier = np.zeros(n, np.int32)
+    gpu_model = np.zeros(n, np.int32)
+    count = np.zeros(n, f64)
+    label_bits = np.zeros(n, np.int32)
+    site = np.zeros(n, np.int32)
+    tier[:n_real], gpu_model[:n_real], count[:n_real] = tiers, models, counts
+    label_bits[:n_real], site[:n_real] = masks, sites
+    up = np.zeros(n, bool)
+    up[:n_real] = ready
+    kind = np.where(tier == C.EDGE, _KIND_EDGE,
+                    np.where(tier == C.CLOUD, _KIND_CLOUD_CPU, _KIND_HPC_CPU) + (count > 0))
+    kind = np.where(real, kind, _KIND_PAD).astype(np.int32)
 
-        tier[i], kind[i], gpu_model[i], site[i] = t, k, model, s
-        cap[:, i] = (cores, mem, count, disk_total)
-        speed[i] = info.speed if info.speed is not None else _mid(C.KIND_SPEED, k)
-        bandwidth[i] = bw
-        p_idle[i] = (info.power_idle_watts if info.power_idle_watts is not None
-                     else _mid(C.KIND_IDLE_W, k))
-        p_peak[i] = max(info.power_peak_watts if info.power_peak_watts is not None
-                        else _mid(C.KIND_PEAK_W, k), p_idle[i])
-        rate[i] = (info.failures_per_hour if info.failures_per_hour is not None
-                   else float(C.KIND_FAILURE_RATE[k]) * float(params.failure_rate_scale))
-        derived = ({C.TIERS[t]} | ({"gpu"} if count > 0 else set())
-                   | ({"bigmem"} if mem >= C.BIGMEM_GIB else set())
-                   | ({"highnet"} if bw >= C.HIGHNET_MBPS else set()))
-        labels[i] = label_mask(names_set | derived)
-
-        util[i], mem_util[i] = u, mu
-        free[:, i] = (cap[C.CPU, i] * (f32(1.0) - f32(u)), cap[C.MEM, i] * (f32(1.0) - f32(mu)),
-                      count - held_gpus.get(i, 0.0), disk_free)
-        up[i] = (info.ready is not False) and m.cpu_cores is not None and m.mem_total is not None
-        njobs[i] = jobs.get(i, 0)
-        # A node that reports no power draws what the power model of
-        # `vte.dynamics.measure` gives at its utilisation and held GPUs (0 when down).
-        power[i] = (m.power_watts if m.power_watts is not None else
-                    (p_idle[i] + (p_peak[i] - p_idle[i]) * f32(u)
-                     + C.GPU_WATTS[model] * held_gpus.get(i, 0.0)) if up[i] else 0.0)
+    cores = np.where(has(cores), cores, 0.0)
+    mem = np.where(has(mem), mem, 0.0)
+    disk_total = np.where(has(total_gb), total_gb, np.where(has(free_gb), free_gb, 0.0))
+    disk_free = np.where(has(free_gb), free_gb, disk_total)
+    bandwidth = np.where(has(bw), bw, _MID_BANDWIDTH[kind]).astype(f32)
+    u = (np.where(has(util_pct), util_pct, 0.0) / 100.0).astype(f32)
+    mu = (np.where(has(mem_util_pct), mem_util_pct, 0.0) / 100.0).astype(f32)
+    cap = np.stack([cores, mem, count, disk_total]).astype(f32)
+    speed = np.where(has(speed_in), speed_in, _MID_SPEED[kind]).astype(f32)
+    p_idle = np.where(has(idle_in), idle_in, _MID_IDLE[kind]).astype(f32)
+    p_peak = np.maximum(np.where(has(peak_in), peak_in, _MID_PEAK[kind]).astype(f32), p_idle)
+    rate = np.where(has(rate_in), rate_in, C.KIND_FAILURE_RATE[kind].astype(f64)
+                    * float(params.failure_rate_scale)).astype(f32)
+    derived = (_TIER_BITS[tier] | np.where(count > 0, _BIT["gpu"], 0)
+               | np.where(mem >= C.BIGMEM_GIB, _BIT["bigmem"], 0)
+               | np.where(bandwidth >= C.HIGHNET_MBPS, _BIT["highnet"], 0))
+    labels = np.where(real, label_bits | derived, 0).astype(np.int32)
+    held = np.where(real, held, 0.0)
+    free = np.stack([cap[C.CPU] * (f32(1.0) - u), cap[C.MEM] * (f32(1.0) - mu),
+                     (count - held).astype(f32), disk_free.astype(f32)]).astype(f32)
+    # A node that reports no power draws what the power model of `vte.dynamics.measure`
+    # gives at its utilisation and held GPUs (0 when down).
+    modelled = p_idle + (p_peak - p_idle) * u + C.GPU_WATTS[gpu_model] * held.astype(f32)
+    power = np.where(has(power_w), power_w, np.where(up, modelled, 0.0)).astype(f32)
+    njobs = np.where(real, njobs, 0.0).astype(f32)
+    util, mem_util = np.where(real, u, f32(0)), np.where(real, mu, f32(0))
+    for arr in (cap, free):
+        arr[:, ~real] = 0.0
+    for arr in (speed, bandwidth, p_idle, p_peak, rate, power):
+        arr[~real] = 0.0
 
     delay = np.full((s_pad, s_pad), DEFAULT_LINK_DELAY_MS, f32)
     np.fill_diagonal(delay, C.INTRA_SITE_DELAY_MS)
@@ -305,7 +341,7 @@ def cluster_view(cs: S.ClusterState, params: EnvParams, num_nodes: int | None = 
         delay[a, b] = ms
         given.add((a, b))
         if (b, a) not in given:
-            delay[b, a] = link.network_delay_ms
+            delay[b, a] = ms
 
     step_fail = -np.expm1(-rate.astype(np.float64) * float(params.step_seconds) / 3600.0)
     cluster = Cluster(
