@@ -52,8 +52,11 @@ def warmup_shapes(nodes, tasks, batches, sites=(4,)) -> list[tuple[int, int, int
 
 
 def main(argv: list[str] | None = None) -> None:
-    from vte.serve import server as srv
-    from vte.serve.app import BODY_TIMEOUT_S, MAX_BODY_BYTES
+    try:
+        from vte.serve import server as srv
+        from vte.serve.app import BODY_TIMEOUT_S, MAX_BODY_BYTES, create_app
+    except ImportError as err:
+        sys.exit(f"python -m vte.serve needs the serve extra (pip install 'vte[serve]'): {err}")
 
     parser = argparse.ArgumentParser(prog="python -m vte.serve", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -94,12 +97,6 @@ def main(argv: list[str] | None = None) -> None:
                         choices=["critical", "error", "warning", "info", "debug"])
     args = parser.parse_args(argv)
 
-    try:
-        import uvicorn  # noqa: F401
-
-        from vte.serve.app import create_app
-    except ImportError as err:
-        sys.exit(f"python -m vte.serve needs the serve extra (pip install 'vte[serve]'): {err}")
     from vte.serve.convert import NODE_BUCKETS, TASK_BUCKETS
     from vte.serve.place import BATCH_BUCKETS, make_placer
 
