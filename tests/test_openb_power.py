@@ -192,3 +192,41 @@ def test_the_benchmark_measures_prints_and_refuses_bad_input(small, tmp_path, ca
         openb_power.main(["--policies", "pwr,best_fit"])
     with pytest.raises(ValueError, match="unknown policy 'pwr_fgd'"):
         openb_power.main(["--nodes", nodes.path, "--pods", str(pods), "--policies", "fgd,pwr_fgd"])
+
+
+def test_the_environment_reports_power_and_weighs_it_by_the_preference(tmp_path):
+    """info's watts follow the datacenter's; the reward is (1 - w) GPUs - w kW added, w from
+    the params (vmap-able) and in the observation; an invalid action stays below every valid
+    one at any w."""
+    from tests.test_openb import small_trace
+    from vte.openb import env as oenv
+    nodes, pods = small_trace(tmp_path, pods=12, seed=3)
+    params = oenv.make_params(nodes, pods, seeds=[5])
+    with pytest.raises(ValueError, match=r"power_weight=1.5 is invalid: allowed a number in \[0, 1\]"):
+        oenv.make_params(nodes, pods, seeds=[5], power_weight=1.5)
+    weights = jnp.array([0.0, 0.5, 1.0], jnp.float32)
+
+    def episode_step(w, action_of):
+        p = params.replace(power_weight=w)
+        obs, state = oenv.reset(jax.random.PRNGKey(0), p)
+        mask = obs.action_mask
+        a = action_of(mask)
+        obs2, state2, reward, *_, info = oenv.step_env(jax.random.PRNGKey(1), state, a, p)
+        before = sum(power.datacenter_power(state.nodes, state.cluster, p.power))
+        return obs.preference, reward, info, before, mask
+
+    run = jax.jit(jax.vmap(episode_step, in_axes=(0, None)), static_argnums=1)
+    first = lambda mask: jnp.argmax(mask).astype(jnp.int32)                  # noqa: E731
+    invalid = lambda mask: jnp.argmin(mask).astype(jnp.int32)                # noqa: E731
+    pref, reward, info, before, mask = run(weights, first)
+    np.testing.assert_array_equal(np.asarray(pref), np.asarray(weights))
+    added = np.asarray(info["power_added_w"])
+    np.testing.assert_array_equal(np.asarray(info["power_w"]) - np.asarray(before), added)
+    assert (added > 0).all() and bool(info["placed"][0])
+    gpus = float(info["gpus_allocated"][0])
+    np.testing.assert_allclose(np.asarray(reward), (1 - weights) * gpus - weights * added / 1000,
+                               rtol=1e-6)
+    assert not bool(mask[0].all())
+    bad_reward = np.asarray(run(weights, invalid)[1])
+    # Every valid node's reward at each w: the invalid one is below the worst of them.
+    assert (bad_reward <= np.minimum(np.asarray(reward), 0) - 1.0 + 1e-6).all()

@@ -14,10 +14,13 @@ The environment is `OpenBEnv` (`vte.make("OpenB-v0", pods="default", subset=64)`
 the protocol of `vte.environment`, which owns the action checks and the auto-reset.
 
 Reward: the GPUs the decision allocated (num_gpu x gpu_milli / 1000 when placed, else 0),
-so an episode's return is the GPUs allocated at its end, the published metric. An invalid
+so an episode's return is the GPUs allocated at its end, the published metric; with a
+power preference w = `power_weight` in [0, 1] (0 by default), (1 - w) x GPUs - w x the kW
+the placement added to the datacenter (the PWR paper's power model, `vte.openb.power`).
+`info` reports each decision's added watts and the datacenter's watts. An invalid
 action (a node the filter rejects, "cannot place" while some node fits, or an index
 outside [0, N]) fails the pod, changes nothing else and is penalised by
-`invalid_penalty` GPUs. An episode ends (terminated) after its workload's last pod;
+`invalid_penalty` below the worst valid action's reward (0 when w = 0). An episode ends (terminated) after its workload's last pod;
 `step` then resets to a fresh workload (drawn with `vte.environment.reset_key(key)`, only
 in steps where some environment is done) and returns the last observation in
 `info["final_observation"]` (gymnax 1.0 semantics).
@@ -44,12 +47,15 @@ from vte.environment import (Environment, FieldSpec, concrete_extreme, field_spe
 from vte.openb import cluster
 from vte.openb.cluster import Pod, Spec, State
 from vte.openb.policies import CPU_NORM, Policy, fgd_gain, fgd_score
+from vte.openb.power import (BUNDLED_MODELS, PowerModel, datacenter_power, power_increase,
+                             power_model)
 from vte.openb.trace import MAX_GPUS_PER_NODE, MILLI, NodeTable, PodTable
 from vte.openb.workload import build_workload, pod_arrays, typical_pods
 
 GPU_RULE = "fgd"          # a shared pod's GPU: FGD's (least fragmentation, lowest index on ties)
 MEM_NORM = 1 << 20        # MiB: 1 TiB, the largest node of the trace
 BASE_NODE_FEATURES = 16   # node features before the GPU model one-hot (`Observation.nodes`)
+KW = 1000.0               # W per kW, the power term's unit in the reward
 
 
 @struct.dataclass
@@ -63,6 +69,10 @@ class OpenBParams:
     empty_frag: jax.Array    # (W, N) float32, milli-GPU, each empty node's fragmentation (so
                              # that a reset, which `step` runs every step, costs gathers only)
     invalid_penalty: jax.Array = struct.field(default_factory=lambda: jnp.float32(1.0))  # GPUs
+    power: PowerModel = struct.field(default_factory=lambda: power_model(BUNDLED_MODELS))
+                             # (M,) W per idle and busy GPU of each model (`power_model`)
+    power_weight: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
+                             # () float32 in [0, 1], the reward's preference for power over GPUs
     num_models: int = struct.field(pytree_node=False, default=1)   # GPU models (one-hot width)
 
     @property
@@ -113,12 +123,17 @@ class Observation:
     progress: jax.Array      # () float32, arrived GPU demand / the cluster's GPUs
     action_mask: jax.Array   # (N + 1,) bool, feasible nodes; the last ("cannot place") is
                              # True exactly when no node is feasible
+    preference: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
+                             # () float32, the reward's power weight (`power_weight`)
 
 
 def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: float = 1.3,
-                subset: int | None = None, invalid_penalty: float = 1.0) -> OpenBParams:
+                subset: int | None = None, invalid_penalty: float = 1.0,
+                power_weight: float = 0.0) -> OpenBParams:
     """A bank of one workload per seed (OPENB.md section 2), on the full cluster or on a
-    random `subset` of its nodes (demand tuned to that sub-cluster's GPUs)."""
+    random `subset` of its nodes (demand tuned to that sub-cluster's GPUs); `power_weight`
+    in [0, 1] weighs the kW a decision adds against its GPUs in the reward (a scalar of the
+    params: `params.replace(power_weight=...)` and `jax.vmap` over it work too)."""
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds is empty: give at least one seed")
@@ -126,6 +141,9 @@ def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: fl
         raise ValueError(f"subset={subset} is invalid: allowed 1..{len(nodes)} nodes")
     if not np.isfinite(invalid_penalty) or invalid_penalty < 0:
         raise ValueError(f"invalid_penalty={invalid_penalty} is invalid: allowed a finite number >= 0")
+    if not (np.isfinite(power_weight) and 0.0 <= power_weight <= 1.0):
+        raise ValueError(f"power_weight={power_weight} is invalid: allowed a number in [0, 1]")
+    watts = power_model(nodes.models)
     typical = typical_pods(pods)
     specs, works = [], []
     for seed in seeds:
@@ -140,7 +158,8 @@ def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: fl
         nodes=stacked.replace(typical=typical), pods=pod_arrays(pods, works),
         ranks=jnp.asarray(np.stack([w.rank for w in works])),
         length=jnp.asarray([len(w.order) for w in works], jnp.int32), empty_frag=empty,
-        invalid_penalty=jnp.float32(invalid_penalty), num_models=max(len(nodes.models), 1))
+        invalid_penalty=jnp.float32(invalid_penalty), power=watts,
+        power_weight=jnp.float32(power_weight), num_models=max(len(nodes.models), 1))
 
 
 MAX_DRAWS = 100   # sub-cluster draws per seed before a GPU-less node file is given up on
@@ -196,19 +215,21 @@ def reset(key: jax.Array, params: OpenBParams) -> tuple[Observation, EnvState]:
 
 
 def get_obs(state: EnvState, params: OpenBParams) -> Observation:
-    return observe(state.nodes, current_pod(state, params), state.cluster, params.num_models)
+    return observe(state.nodes, current_pod(state, params), state.cluster, params.num_models,
+                   params.power_weight)
 
 
-def observe(st: State, pod: Pod, spec: Spec, num_models: int) -> Observation:
+def observe(st: State, pod: Pod, spec: Spec, num_models: int,
+            preference: jax.Array = 0.0) -> Observation:
     """The observation of a cluster state and the pod to place (the environment's, and what
     a learned policy computes inside the replay, `vte.openb.network.as_policy`)."""
-    return observe_with_gpu(st, pod, spec, num_models)[0]
+    return observe_with_gpu(st, pod, spec, num_models, preference)[0]
 
 
-def observe_with_gpu(st: State, pod: Pod, spec: Spec, num_models: int
-                     ) -> tuple[Observation, jax.Array]:
+def observe_with_gpu(st: State, pod: Pod, spec: Spec, num_models: int,
+                     preference: jax.Array = 0.0) -> tuple[Observation, jax.Array]:
     """`observe`, and the GPU a shared pod takes on each node ((N,) int32, `GPU_RULE`),
-    which comes out of the same FGD computation."""
+    which comes out of the same FGD computation. `preference`: the reward's power weight."""
     feasible = cluster.feasible(st, pod, spec)
     m = jnp.arange(num_models)
     gpus = spec.num_gpus.astype(jnp.float32)
@@ -231,7 +252,7 @@ def observe_with_gpu(st: State, pod: Pod, spec: Spec, num_models: int
     progress = st.arrived / jnp.maximum(spec.total_gpu_milli, 1)
     mask = jnp.concatenate([feasible, ~jnp.any(feasible)[None]])
     return Observation(nodes=nodes, pod=pod_features, progress=progress.astype(jnp.float32),
-                       action_mask=mask), shared_gpu
+                       action_mask=mask, preference=jnp.asarray(preference, jnp.float32)), shared_gpu
 
 
 def _transition(state: EnvState, action: jax.Array, in_range: jax.Array, params: OpenBParams):
@@ -250,7 +271,16 @@ def _transition(state: EnvState, action: jax.Array, in_range: jax.Array, params:
     new = cluster.submit(cluster.place(st, spec, pod, node, shared_gpu[node], placed), pod)
     demand = pod.num_gpus * pod.gpu_milli
     gpus = jnp.where(placed, demand, 0).astype(jnp.float32) / MILLI
-    reward = gpus - jnp.where(valid, 0.0, params.invalid_penalty)
+    # Power: the watts each node would add under the environment's GPU rule; the reward of
+    # placing there, and an invalid action's, penalised below the worst valid one.
+    added, _ = power_increase(st, pod, spec, params.power, shared_gpu)         # (N,) W
+    w = params.power_weight
+    each = ((1.0 - w) * demand.astype(jnp.float32) / MILLI
+            - w * added.astype(jnp.float32) / KW)                              # (N,)
+    worst = jnp.where(none_fits, 0.0, jnp.min(jnp.where(feasible, each, jnp.inf)))
+    added_w = jnp.where(placed, added[node], 0)
+    reward = jnp.where(valid, jnp.where(placed, each[node], 0.0),
+                       jnp.minimum(worst, 0.0) - params.invalid_penalty)
     state = state.replace(
         nodes=new, steps=state.steps + pod.valid.astype(jnp.int32),
         failed=state.failed + (pod.valid & ~placed).astype(jnp.int32),
@@ -264,6 +294,8 @@ def _transition(state: EnvState, action: jax.Array, in_range: jax.Array, params:
         "alloc_percent": cluster.used_milli(new, spec) / jnp.maximum(total, 1) * 100.0,
         "frag_percent": jnp.sum(new.frag) / jnp.maximum(total, 1) * 100.0,
         "failed_pods": state.failed,
+        "power_added_w": added_w.astype(jnp.int32),
+        "power_w": sum(datacenter_power(new, spec, params.power)),
     }
     return state, reward, terminated, jnp.bool_(False), info
 
@@ -318,7 +350,8 @@ class OpenBEnv(Environment[EnvState, OpenBParams]):
 
 def observation_specs(params: OpenBParams) -> dict[str, FieldSpec]:
     """Every `Observation` field's shape, dtype and bounds: nodes (N, 16 + M) float32, pod
-    (5 + M,) float32, progress () float32, action_mask (N + 1,) bool.
+    (5 + M,) float32, progress () float32, action_mask (N + 1,) bool, preference () float32
+    in [0, 1].
 
     Every bound is finite and read from the workload bank of `params` (concrete arrays):
     free CPU and memory in [0, the largest node's capacity / CPU_NORM or MEM_NORM]; the pod's
@@ -350,6 +383,7 @@ def observation_specs(params: OpenBParams) -> dict[str, FieldSpec]:
         "pod": field_spec((5 + m,), np.float32, 0.0, round_outward(pod_high, up=True)),
         "progress": field_spec((), np.float32, 0.0, round_outward(progress, up=True)),
         "action_mask": field_spec((n + 1,), np.bool_, False, True),
+        "preference": field_spec((), np.float32, 0.0, 1.0),
     }
 
 

@@ -107,13 +107,14 @@ def datacenter_power(state: State, spec: Spec, power: PowerModel) -> tuple[jax.A
     return jnp.sum(cpu), jnp.sum(gpu)
 
 
-def power_increase(state: State, pod: Pod, spec: Spec,
-                   power: PowerModel) -> tuple[jax.Array, jax.Array]:
+def power_increase(state: State, pod: Pod, spec: Spec, power: PowerModel,
+                   shared_gpu: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
     """((N,) int32 W, (N,) int32 GPU): what placing `pod` on each node would add to its power.
 
     A shared pod tries every GPU with room and keeps the least increase (lowest index on
-    ties), returned second; other pods take their least sufficient GPUs (the idle ones of
-    lowest index for whole GPUs), as `cluster.place` does. Meaningless on infeasible nodes."""
+    ties), returned second, or takes the given `shared_gpu` (N,) int32 (another rule's
+    choice); other pods take their least sufficient GPUs (the idle ones of lowest index for
+    whole GPUs), as `cluster.place` does. Meaningless on infeasible nodes."""
     idle_w, busy_w = _node_gpu_w(spec, power)
     exists, free = spec.gpu_exists, state.gpu_free
     before = gpu_watts(free, exists, idle_w, busy_w)                     # (G, N)
@@ -123,8 +124,9 @@ def power_increase(state: State, pod: Pod, spec: Spec,
     per_gpu = gpu_watts(free - pod.gpu_milli, exists, idle_w, busy_w) - before
     big = jnp.iinfo(jnp.int32).max
     per_gpu = jnp.where(fitting_gpus(free, pod.gpu_milli), per_gpu, big)
-    shared_gpu = jnp.argmin(per_gpu, axis=0).astype(jnp.int32)
-    shared_add = jnp.min(per_gpu, axis=0)
+    if shared_gpu is None:
+        shared_gpu = jnp.argmin(per_gpu, axis=0).astype(jnp.int32)
+    shared_add = jnp.take_along_axis(per_gpu, shared_gpu[None], axis=0)[0]
     take = least_sufficient(free, pod.gpu_milli, pod.num_gpus) & (pod.num_gpus > 0)
     after = gpu_watts(free - jnp.where(take, pod.gpu_milli, 0), exists, idle_w, busy_w)
     other_add = jnp.sum(after - before, axis=0)
