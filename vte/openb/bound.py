@@ -1,7 +1,7 @@
 """An upper bound on the GPU allocation any scheduler can reach on an OpenB workload.
 
     bound = allocation_bound(pods, nodes, workload)        # {"100": %, "end": %}
-    python -m vte.openb.bound --pods default --seeds 42..51
+    python -m vte.openb.bound --pods default --seeds 10 --first-seed 42
 
 The bound is a linear program over what has arrived (OPENB.md section 7: "used" after a
 prefix of the submitted pods), solved with HiGHS (scipy). No scheduler, online or
@@ -140,18 +140,15 @@ def main(argv: list[str] | None = None) -> dict:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pods", default="default", help="a bundled trace or a pod CSV")
     parser.add_argument("--nodes", default="gpu", help="gpu, all, or a node CSV")
-    parser.add_argument("--seeds", default="42..51", help="A..B or a comma list")
+    parser.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
+    parser.add_argument("--first-seed", type=int, default=42, help="the first seed (default 42)")
     parser.add_argument("--tune", type=float, default=1.3)
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    try:
-        if ".." in args.seeds:
-            lo, hi = (int(x) for x in args.seeds.split(".."))
-            seeds = list(range(lo, hi + 1))
-        else:
-            seeds = [int(x) for x in args.seeds.split(",")]
-    except ValueError:
-        sys.exit(f"error: --seeds {args.seeds!r} is invalid: allowed A..B or a comma list")
+    if args.seeds < 1 or args.first_seed < 0:
+        sys.exit(f"error: --seeds {args.seeds} / --first-seed {args.first_seed} are invalid: "
+                 "allowed --seeds >= 1, --first-seed >= 0")
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     nodes = load_nodes(args.nodes)
     pods = load_pods(args.pods, nodes)
     per_seed = {s: allocation_bound(pods, nodes, build_workload(pods, nodes, s, args.tune).order)
