@@ -17,8 +17,8 @@ import json
 import sys
 
 from vte.files import atomic_write, atomic_write_text, check_output_path
-from vte.openb import power
-from vte.openb.policies import policy_by_name
+from vte.openb import power_experiment
+from vte.openb.power import policy_by_name
 from vte.openb.trace import TraceError, load_nodes, load_pods
 
 
@@ -50,13 +50,13 @@ def main(argv: list[str] | None = None) -> dict:
     pods = load_pods(args.pods, nodes)
     chosen = {name: policy_by_name(name, nodes.models) for name in names}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    result = power.measure(nodes, pods, chosen, seeds, args.tune, chunk=args.chunk,
+    result = power_experiment.measure(nodes, pods, chosen, seeds, args.tune, chunk=args.chunk,
                            progress=not args.no_progress)
-    print(power.format_table(result))
+    print(power_experiment.format_table(result))
     if args.json is not None:
         atomic_write_text(args.json, json.dumps(result, indent=1))
     if args.png is not None:
-        atomic_write(args.png, lambda tmp: power.plot(result, tmp))
+        atomic_write(args.png, lambda tmp: power_experiment.plot(result, tmp))
     return result
 
 

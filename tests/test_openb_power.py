@@ -128,16 +128,16 @@ def test_names_resolve_and_published_names_stay():
     from vte.openb import policies
     assert list(policies.POLICIES) == ["random", "dot_product", "gpu_clustering", "gpu_packing",
                                        "best_fit", "fgd"]
-    assert policies.policy_by_name("pwr") is power.pwr_fgd(1000)
-    assert policies.policy_by_name("pwr_fgd:200") is power.pwr_fgd(200)
-    assert policies.policy_by_name("fgd") is policies.fgd
+    assert power.policy_by_name("pwr") is power.pwr_fgd(1000)
+    assert power.policy_by_name("pwr_fgd:200") is power.pwr_fgd(200)
+    assert power.policy_by_name("fgd") is policies.fgd
     assert set(power.POWER_POLICIES) == {"pwr", "pwr_fgd:500", "pwr_fgd:300", "pwr_fgd:200",
                                             "pwr_fgd:100", "pwr_fgd:50", "pwr_fgd:25"}
     for bad in ("pwr_fgd:x", "pwr_fgd:1001", "pwr_fgd:"):
         with pytest.raises(ValueError, match="must be an integer in"):
-            policies.policy_by_name(bad)
+            power.policy_by_name(bad)
     with pytest.raises(ValueError, match="unknown policy 'nope'"):
-        policies.policy_by_name("nope")
+        power.policy_by_name("nope")
 
 
 def test_the_replay_logs_power_and_the_grid_interpolates(small):

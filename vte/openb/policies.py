@@ -164,18 +164,3 @@ POLICIES: dict[str, Policy] = {
     "best_fit": best_fit,
     "fgd": fgd,
 }
-
-
-def policy_by_name(name: str, models: tuple[str, ...] | None = None) -> Policy:
-    """A published policy of `POLICIES`, or a power policy of the PWR paper: "pwr" or
-    "pwr_fgd:<a>" (a x PWR + (1000 - a) x FGD, a integer in [0, 1000]; `vte.openb.power`),
-    whose watts follow the node file's GPU `models` (`NodeTable.models`; default: the bundled
-    files'). ValueError naming the name otherwise."""
-    if name in POLICIES:
-        return POLICIES[name]
-    from vte.openb import power
-    a = power.parse_name(name)
-    if a is None:
-        raise ValueError(f"unknown policy {name!r}; known: {list(POLICIES)}, 'pwr' and "
-                         f"'pwr_fgd:<a>' with an integer a in [0, {power.WEIGHT_TOTAL}]")
-    return power.pwr_fgd(a, power.BUNDLED_MODELS if models is None else tuple(models))

@@ -13,7 +13,8 @@ Datacenters", IEEE/ACM CCGrid 2025, which adds a power model to the FGD experime
   alone. They have the signature of `vte.openb.policies`.
 * Measurement: per-pod datacenter power (`simulator.replay(..., power=...)`) interpolated onto
   arrived demand x = 0, 0.005, ..., 1.0 (`curves_on_grid`), savings against FGD and the GPU
-  resource allocation ratio (GRAR) at x = 1.0 (`summary`).
+  resource allocation ratio (GRAR) at x = 1.0 (`summary`); the whole experiment, beside the
+  paper's figures, is `vte.openb.power_experiment`.
 
 Everything on jax arrays is pure and works under `jit` and `vmap`.
 """
@@ -29,7 +30,7 @@ import numpy as np
 from flax import struct
 
 from vte.openb.cluster import MILLI, Pod, Spec, State, fitting_gpus, is_shared, least_sufficient
-from vte.openb.policies import Policy, fgd
+from vte.openb.policies import POLICIES, Policy, fgd
 
 # Idle and busy watts of one GPU of each model of the trace (G2 is taken as an A10, G3 as an
 # A100; G1 is on no node of the trace).
@@ -273,138 +274,14 @@ PAPER_WEIGHTS = (1000, 500, 300, 200, 100, 50, 25)
 POWER_POLICIES: dict[str, Policy] = {policy_name(a): pwr_fgd(a) for a in PAPER_WEIGHTS}
 
 
-# The paper's figures on `default` (POWER.md section 5, read from its figures: about +-0.5
-# point of savings and +-0.003 of GRAR): GRAR at x = 1.0, the savings against FGD over the
-# plateau x = 0.2..0.8 (low, high) and at x = 1.0, in %. FGD draws about 1.40 MW at x = 1.0.
-PUBLISHED_POWER: dict[str, dict[str, dict]] = {
-    "default": {
-        "fgd": {"grar": 0.952, "plateau": (0.0, 0.0), "at_end": 0.0, "power_mw_at_end": 1.40},
-        "pwr": {"grar": 0.904, "plateau": (13.5, 15.5), "at_end": 7.5},
-        "pwr_fgd:500": {"grar": 0.919, "plateau": (13.5, 15.5), "at_end": 5.5},
-        "pwr_fgd:200": {"grar": 0.928, "plateau": (13.0, 15.5), "at_end": 5.0},
-        "pwr_fgd:100": {"grar": 0.928, "plateau": (13.0, 14.5), "at_end": 5.0},
-        "pwr_fgd:50": {"grar": 0.926, "plateau": (13.0, 14.5), "at_end": 5.0},
-        "best_fit": {"grar": 0.929, "plateau": (2.0, 5.0), "at_end": 2.5},
-        "gpu_packing": {"grar": 0.918, "plateau": (0.0, 2.0), "at_end": 3.0},
-    },
-}
-
-
-def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune: float = 1.3,
-            chunk: int = 2048, progress: bool = False, top: float = 1.0) -> dict:
-    """The PWR experiment on one trace: every policy (name -> policy; "fgd" among them, the
-    reference of the savings) replayed on every seed with the power log, then `summary`.
-
-    nodes, pods: a `NodeTable` and `PodTable`. Returns a JSON-ready dict: the trace, the
-    seeds, per policy the `summary` figures and seconds, and the paper's readings of the
-    bundled trace when there are some (`PUBLISHED_POWER`)."""
-    import time
-    from pathlib import Path
-
-    from vte.openb import cluster, simulator, workload
-    from vte.openb.trace import DATA_DIR, NODE_FILES, POD_FILES
-    if "fgd" not in policies:
-        raise ValueError(f"policies {sorted(policies)}: 'fgd' is needed, the savings' reference")
-    seeds = [int(s) for s in seeds]
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds {seeds}: give at least one seed, none twice")
-    table = power_model(nodes.models)
-    start = time.perf_counter()
-    spec = cluster.make_spec(nodes, workload.typical_pods(pods))
-    works = [workload.build_workload(pods, nodes, s, tune) for s in seeds]
-    batch = workload.pod_arrays(pods, works)
-    ranks = np.stack([w.rank for w in works])
-    keys = jax.vmap(jax.random.PRNGKey)(np.asarray(seeds, np.uint32))
-    capacity = int(spec.total_gpu_milli)
-    curves, seconds = {}, {}
-    for name, policy in policies.items():
-        t0 = time.perf_counter()
-        bar = None
-        if progress:
-            from tqdm import tqdm
-            bar = tqdm(total=int(batch.valid.shape[1]), unit="pod", desc=name, unit_scale=True,
-                       dynamic_ncols=True)
-        log = simulator.replay(policy, spec, batch, ranks, keys, chunk=chunk, power=table,
-                               progress=bar.update if bar is not None else None)
-        if bar is not None:
-            bar.close()
-        curves[name] = curves_on_grid(log, capacity, top=top)
-        seconds[name] = round(time.perf_counter() - t0, 2)
-    figures = summary(curves, capacity)
-    trace = next((k for k, f in POD_FILES.items() if Path(pods.path) == DATA_DIR / f), None)
-    bundled = Path(nodes.path) == DATA_DIR / NODE_FILES["gpu"] and tune == 1.3
-    published = PUBLISHED_POWER.get(trace, {}) if bundled else {}
-    empty = cluster.empty_state(spec, ranks[0])
-    return {
-        "trace": {"nodes": Path(nodes.path).name, "pods": Path(pods.path).name,
-                  "num_nodes": len(nodes), "num_gpus": capacity // MILLI},
-        "tune": tune, "seeds": seeds, "grid_step": GRID_STEP, "top": top,
-        "empty_cluster_w": int(sum(datacenter_power(empty, spec, table))),
-        "seconds": round(time.perf_counter() - start, 2),
-        "platform": jax.default_backend(),
-        "policies": {name: {**figures[name], "seconds": seconds[name],
-                            "published": published.get(name)} for name in policies},
-    }
-
-
-def format_table(result: dict) -> str:
-    """The power figures as a text table, beside the paper's readings when there are some."""
-    lines = [f"{result['trace']['pods']} on {result['trace']['nodes']}, tune {result['tune']}, "
-             f"{len(result['seeds'])} seeds; empty cluster {result['empty_cluster_w'] / 1e3:.1f} kW; "
-             f"savings against FGD in %, plateau x {PLATEAU[0]}..{PLATEAU[1]} (min..max, mean)",
-             f"{'policy':<13}{'GRAR@1.0':>9}{'paper':>7}{'MW@1.0':>8}{'CPU MW':>8}"
-             f"{'plateau vte':>22}{'paper':>12}{'@1.0':>7}{'paper':>7}{'s':>7}"]
-    for name, r in result["policies"].items():
-        pub = r["published"] or {}
-        plat = r["savings_plateau_pct"]
-        paper_plat = "{:.1f}..{:.1f}".format(*pub["plateau"]) if pub else "-"
-        lines.append(
-            f"{name:<13}{r['grar']:>9.4f}{pub.get('grar', float('nan')):>7.3f}"
-            f"{r['power_mw_at_end']:>8.3f}{r['cpu_mw_at_end']:>8.3f}"
-            f"{plat['min']:>8.2f}..{plat['max']:<6.2f}({plat['mean']:5.2f}){paper_plat:>12}"
-            f"{r['savings_at_end_pct']:>7.2f}{pub.get('at_end', float('nan')):>7.1f}{r['seconds']:>7.1f}")
-    lines.append(f"{result['seconds']:.1f} s in all on {result['platform']}")
-    return "\n".join(lines)
-
-
-# The power policies' lines in every figure (the published ones keep `experiment.STYLES`).
-STYLES = {"pwr": dict(color="tab:green", ls="-"), "pwr_fgd:500": dict(color="tab:brown", ls="--"),
-          "pwr_fgd:300": dict(color="tab:pink", ls="--"), "pwr_fgd:200": dict(color="tab:cyan", ls="-"),
-          "pwr_fgd:100": dict(color="black", ls="--"), "pwr_fgd:50": dict(color="tab:purple", ls=":"),
-          "pwr_fgd:25": dict(color="tab:olive", ls=":")}
-
-
-def display_name(name: str) -> str:
-    """The paper's legend: "PWR", "PWR 200" for pwr_fgd:200, the published policies' names."""
-    from vte.openb.experiment import DISPLAY
+def policy_by_name(name: str, models: Sequence[str] | None = None) -> Policy:
+    """A published policy of `policies.POLICIES`, or a power policy: "pwr" or "pwr_fgd:<a>"
+    (`pwr_fgd(a)`, a integer in [0, 1000]), whose watts follow the node file's GPU `models`
+    (`NodeTable.models`; default: the bundled files'). ValueError naming the name otherwise."""
+    if name in POLICIES:
+        return POLICIES[name]
     a = parse_name(name)
-    return DISPLAY.get(name, name) if a is None else ("PWR" if a == WEIGHT_TOTAL else f"PWR {a}")
-
-
-def plot(result: dict, path: str) -> None:
-    """Datacenter power against arrived GPU demand and savings against FGD per policy (the
-    paper's figures), seed means."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from vte.openb.experiment import style_of
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for name, r in result["policies"].items():
-        x = 100 * np.asarray(r["x"])
-        style = STYLES.get(name) or style_of(name)
-        axes[0].plot(x, np.asarray(r["power_w"]) / 1e6, label=display_name(name), lw=1.4, **style)
-        if name != "fgd":
-            axes[1].plot(x, r["savings_pct"], label=display_name(name), lw=1.4, **style)
-    axes[0].set(xlabel="arrived GPU demand (% of cluster GPUs)", ylabel="datacenter power (MW)",
-                title="power (CPUs + GPUs of all nodes)")
-    axes[1].set(xlabel="arrived GPU demand (% of cluster GPUs)", ylabel="power savings vs FGD (%)",
-                title="savings against FGD")
-    for ax in axes:
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(f"{result['trace']['pods']}, tune {result['tune']}, mean of "
-                 f"{len(result['seeds'])} seeds")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    if a is None:
+        raise ValueError(f"unknown policy {name!r}; known: {list(POLICIES)}, 'pwr' and "
+                         f"'pwr_fgd:<a>' with an integer a in [0, {WEIGHT_TOTAL}]")
+    return pwr_fgd(a, BUNDLED_MODELS if models is None else models)
