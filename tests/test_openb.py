@@ -235,7 +235,8 @@ def test_fgd_matches_a_brute_force_oracle():
                   prob=jnp.array([0.2, 0.3, 0.1, 0.25, 0.15], jnp.float32))
     spec = cluster.Spec(cpu_milli=jnp.full(n, 64000, jnp.int32), memory_mib=jnp.full(n, 10**6, jnp.int32),
                         num_gpus=jnp.asarray(num_gpus, jnp.int32), model=jnp.asarray(model, jnp.int32),
-                        gpu_exists=jnp.asarray(np.arange(g)[:, None] < num_gpus), typical=typ)
+                        gpu_exists=jnp.asarray(np.arange(g)[:, None] < num_gpus),
+                        typical=cluster.with_counts(typ))
     state = cluster.empty_state(spec, np.arange(n, dtype=np.int32)).replace(
         gpu_free=jnp.asarray(frees, jnp.int32), cpu_free=jnp.asarray(cpu, jnp.int32))
 

@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--first-seed", type=int, default=42, help="first seed (published: 42..51)")
     parser.add_argument("--tune", type=float, default=1.3,
                         help="GPU demand to submit, as a multiple of the cluster's GPUs (default 1.3)")
-    parser.add_argument("--chunk", type=int, default=2048, help="pods per compiled call (progress granularity)")
+    parser.add_argument("--chunk", type=int, default=512, help="pods per compiled call (progress "
+                        "granularity; a trace is padded to a multiple of it)")
     parser.add_argument("--json", default=None, help="write the results here (a directory "
                         "when several traces run: one file per trace and summary.json)")
     parser.add_argument("--png", default=None, help="draw allocation and fragmentation curves here "

@@ -8,6 +8,8 @@ this file, sections 3 (filter), 5 (fragmentation) and 6 (GPU assignment).
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +21,20 @@ MAX_PODS_PER_NODE = 1001      # Kubernetes' pod limit of the simulated nodes ("f
 SHARE_CLASS = 0               # GpuClustering's class bit of a shared pod; bit k is "k-GPU"
 
 
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    """The typical pods as exact integers, for FGD's gain (`policies.fgd_gain`): each shape's
+    frequency is weight / scale. Static (compile-time) structure: the shapes are grouped by
+    their per-GPU milli, since which GPUs a shape can use depends on that milli only (J
+    distinct values, J <= K), and by their GPU count (L distinct values)."""
+
+    milli: tuple[int, ...]   # (J,) the distinct per-GPU milli of the GPU shapes
+    levels: tuple[int, ...]  # (L,) the distinct GPU counts of the GPU shapes
+    cell: tuple[int, ...]    # (K,) j x L + l of each GPU shape; -1 for a CPU-only one
+    weight: tuple[int, ...]  # (K,) each shape's count (or integer weight)
+    scale: int               # sum of the weights: prob = weight / scale
+
+
 @struct.dataclass
 class Typical:
     """FGD's target workload: the most frequent pod shapes of a trace and their weights."""
@@ -28,6 +44,33 @@ class Typical:
     num_gpus: jax.Array      # (K,) int32
     model_mask: jax.Array    # (K,) int32, bitmask over the node models; 0 = any
     prob: jax.Array          # (K,) float32, frequency, summing to 1
+    counts: Counts | None = struct.field(pytree_node=False, default=None)  # the same as exact
+                             # integers (`typical_counts`, static); `with_counts` fills it
+
+
+PROB_SCALE = 2 ** 17          # integer weight of a frequency 1 when a Typical has no counts
+
+
+def typical_counts(gpu_milli, num_gpus, weight) -> Counts:
+    """`Counts` of typical shapes ((K,) integer arrays): weights as given, grouped by per-GPU
+    milli and GPU count."""
+    gpu_milli, num_gpus = np.asarray(gpu_milli).tolist(), np.asarray(num_gpus).tolist()
+    milli = sorted({m for m, n in zip(gpu_milli, num_gpus) if n > 0})
+    levels = sorted({n for n in num_gpus if n > 0})
+    cell = [milli.index(m) * len(levels) + levels.index(n) if n > 0 else -1
+            for m, n in zip(gpu_milli, num_gpus)]
+    weight = [int(w) for w in np.asarray(weight).tolist()]
+    return Counts(milli=tuple(milli), levels=tuple(levels), cell=tuple(cell),
+                  weight=tuple(weight), scale=sum(weight))
+
+
+def with_counts(typical: Typical) -> Typical:
+    """`typical` with its `Counts`; one built by hand without them (concrete arrays, outside
+    jit) gets the weights round(prob x PROB_SCALE)."""
+    if typical.counts is not None:
+        return typical
+    weight = np.round(np.asarray(typical.prob, np.float64) * PROB_SCALE).astype(np.int64)
+    return typical.replace(counts=typical_counts(typical.gpu_milli, typical.num_gpus, weight))
 
 
 @struct.dataclass
@@ -77,7 +120,7 @@ def make_spec(nodes: NodeTable, typical: Typical) -> Spec:
     slots = np.arange(MAX_GPUS_PER_NODE)[:, None]
     return Spec(cpu_milli=jnp.asarray(nodes.cpu_milli), memory_mib=jnp.asarray(nodes.memory_mib),
                 num_gpus=jnp.asarray(nodes.num_gpus), model=jnp.asarray(nodes.model),
-                gpu_exists=jnp.asarray(slots < nodes.num_gpus[None, :]), typical=typical)
+                gpu_exists=jnp.asarray(slots < nodes.num_gpus[None, :]), typical=with_counts(typical))
 
 
 def empty_state(spec: Spec, rank: jax.Array, frag: jax.Array | None = None) -> State:

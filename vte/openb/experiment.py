@@ -136,7 +136,7 @@ def _record(curves: dict[str, np.ndarray], failed: int, pods: int, seconds: floa
 
 def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[str, Policy],
              seeds: Sequence[int] = PUBLISHED_SEEDS, tune: float = PUBLISHED_TUNE,
-             chunk: int = 2048, progress: bool = False, reference: dict | None = None,
+             chunk: int = 512, progress: bool = False, reference: dict | None = None,
              cache: RunCache | None = None, force: bool = False, bar=None) -> dict:
     """Replays every policy on every seed (seeds batched with vmap, one program per policy).
 
@@ -231,7 +231,7 @@ BAR_FORMAT = "{desc:<22} {percentage:3.0f}%|{bar}| {n:.1f}/{total} runs [{elapse
 
 def run_traces(nodes: NodeTable, traces: Sequence[PodTable], policies: Sequence[str] | dict[str, Policy],
                seeds: Sequence[int] = PUBLISHED_SEEDS, tune: float = PUBLISHED_TUNE,
-               chunk: int = 2048, progress: bool = False, cache: RunCache | None = None,
+               chunk: int = 512, progress: bool = False, cache: RunCache | None = None,
                force: bool = False, on_trace=None) -> dict[str, dict]:
     """`run_grid` on every trace, under one progress bar over the whole grid (runs already in
     `cache` count as done from the start, so the time estimate covers what is left).

@@ -17,9 +17,10 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from vte.openb.cluster import (MILLI, SHARE_CLASS, Pod, Spec, State, best_fit_gpu, fitting_gpus,
-                               frag_terms, is_shared, least_sufficient, _shape_fits)
+from vte.openb.cluster import (MILLI, SHARE_CLASS, Counts, Pod, Spec, State, best_fit_gpu,
+                               fitting_gpus, is_shared, least_sufficient, model_allowed)
 
 Policy = Callable[[jax.Array, State, Pod, jax.Array, Spec], tuple[jax.Array, jax.Array]]
 
@@ -98,38 +99,70 @@ def best_fit(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
     return score.astype(jnp.int32), best_fit_gpu(state.gpu_free, pod.gpu_milli)
 
 
+def _fit_weight(counts: Counts, typ, model: jax.Array, cpu_free: jax.Array) -> jax.Array:
+    """(J, L, N) int32: the summed weight of the shapes of per-GPU milli `counts.milli[j]` and
+    GPU count `counts.levels[l]` that a node's model and CPU allow (its GPUs aside)."""
+    ok = (model_allowed(model[None], typ.model_mask[:, None])
+          & (cpu_free[None] >= typ.cpu_milli[:, None]))                          # (K, N)
+    cells = len(counts.milli) * len(counts.levels)
+    member = np.zeros((cells, len(counts.cell)), np.float32)                     # static one-hot
+    for t, c in enumerate(counts.cell):
+        if c >= 0:
+            member[c, t] = 1.0
+    okw = jnp.where(ok, jnp.asarray(counts.weight, jnp.float32)[:, None], 0.0)   # (K, N)
+    # Sums of integer weights below 2**24: exact in float32.
+    per = jnp.matmul(jnp.asarray(member), okw, precision=jax.lax.Precision.HIGHEST)
+    return jnp.round(per).astype(jnp.int32).reshape((len(counts.milli), len(counts.levels), -1))
+
+
+def _kept(usable: jax.Array, count: jax.Array, fit_weight: jax.Array, levels) -> jax.Array:
+    """sum_t w_t [t fits] usable_t over the shapes, from the per-milli usable milli and GPU
+    counts (J, ..., N) and `_fit_weight` (J, L, N): (..., N) int32. Shape t fits when at
+    least its GPU count of GPUs has its milli free."""
+    extra = (1,) * (count.ndim - 2)
+    w = sum(jnp.where(count >= n, fit_weight[:, l].reshape((-1,) + extra + fit_weight.shape[-1:]), 0)
+            for l, n in enumerate(levels))
+    return jnp.sum(usable * w, axis=0)
+
+
 def fgd_gain(state: State, pod: Pod, spec: Spec) -> tuple[jax.Array, jax.Array]:
     """FGD's fragmentation gradient: ((N,) float32 milli-GPU, (N,) int32 GPU).
 
     The expected fragmentation the placement removes, sum_t p_t (f_t before - f_t after)
     over the typical pods, on each node (negative: it adds fragmentation). A shared pod
     tries each fitting GPU and keeps the GPU of the best published score (the lowest index
-    on ties), returned second; other pods take their least sufficient GPUs. Differences
-    are taken shape by shape in integers, so a placement that changes nothing gains 0."""
+    on ties), returned second; other pods take their least sufficient GPUs.
+
+    Computed exactly in integers with p_t = w_t / scale (`cluster.Counts`): since
+    f_t = L - [t fits] usable_t, the gain x scale is scale (L - L_after) - kept + kept_after
+    with kept = sum_t w_t [t fits] usable_t; the shapes of one per-GPU milli share their usable
+    milli and GPU count, so the per-GPU work is over the J distinct milli, not the K shapes.
+    A placement that changes nothing gains exactly 0."""
     typ = spec.typical
+    counts = typ.counts
+    if counts is None:
+        raise ValueError("spec.typical has no counts: build the spec with cluster.make_spec "
+                         "(or the typical pods with cluster.with_counts)")
+    levels = counts.levels
     gpu_free, cpu_free, model = state.gpu_free, state.cpu_free, spec.model
-    free = jnp.sum(gpu_free, axis=0)                                       # (N,)
-    usable, fits = frag_terms(gpu_free, cpu_free, model, typ)               # (K, N)
-    f_before = free[None] - jnp.where(fits, usable, 0)                      # (K, N)
-    cpu_after = cpu_free - pod.cpu_milli
-    prob = typ.prob[:, None]
+    m_j = jnp.asarray(counts.milli, jnp.int32)[:, None, None]               # (J, 1, 1)
+    ge = (gpu_free[None] >= m_j) & (m_j > 0)                                # (J, G, N)
+    count = jnp.sum(ge, axis=1)                                             # (J, N)
+    usable = jnp.sum(jnp.where(ge, gpu_free[None], 0), axis=1)              # (J, N)
+    kept = _kept(usable, count, _fit_weight(counts, typ, model, cpu_free), levels)  # (N,)
+    after_weight = _fit_weight(counts, typ, model, cpu_free - pod.cpu_milli)
 
-    def gain(delta_k):                                                     # (K, ...) int32
-        return jnp.sum(prob.reshape(prob.shape + (1,) * (delta_k.ndim - 2)) * delta_k, axis=0)
+    def gain(freed, kept_after):                                            # milli-GPU, float32
+        total = counts.scale * freed + (kept_after - kept)
+        return total.astype(jnp.float32) / jnp.float32(counts.scale)
 
-    # Shared pod on GPU i: only GPU i changes (free_i -> free_i - m), so the counts and usable
-    # milli of each shape move by GPU i's own terms: (K, G, N) instead of (K, G, G, N).
-    m_t = typ.gpu_milli[:, None, None]                                      # (K, 1, 1)
-    g_i = gpu_free[None]                                                    # (1, G, N)
-    g_after = g_i - pod.gpu_milli
-    was = (g_i >= m_t) & (m_t > 0)
-    now = (g_after >= m_t) & (m_t > 0)
-    count = jnp.sum((gpu_free[None] >= m_t) & (m_t > 0), axis=1)[:, None]   # (K, 1, N)
-    count_i = count - was + now
-    usable_i = usable[:, None] - jnp.where(was, g_i, 0) + jnp.where(now, g_after, 0)
-    fits_i = _shape_fits(count_i, cpu_after[None], model[None], typ)
-    f_after_i = (free - pod.gpu_milli)[None, None] - jnp.where(fits_i, usable_i, 0)
-    gain_i = gain(f_before[:, None] - f_after_i)                            # (G, N)
+    # Shared pod on GPU i: only GPU i changes (free_i -> free_i - m), so each group's count
+    # and usable milli move by GPU i's own terms: (J, G, N).
+    g_after = gpu_free[None] - pod.gpu_milli                                # (1, G, N)
+    now = (g_after >= m_j) & (m_j > 0)
+    count_i = count[:, None] - ge + now
+    usable_i = usable[:, None] - jnp.where(ge, gpu_free[None], 0) + jnp.where(now, g_after, 0)
+    gain_i = gain(pod.gpu_milli, _kept(usable_i, count_i, after_weight, levels))  # (G, N)
     per_gpu = jnp.where(fitting_gpus(gpu_free, pod.gpu_milli), fgd_score(gain_i), -1)
     shared_gpu = jnp.argmax(per_gpu, axis=0).astype(jnp.int32)
     shared_gain = jnp.take_along_axis(gain_i, shared_gpu[None], axis=0)[0]
@@ -137,10 +170,11 @@ def fgd_gain(state: State, pod: Pod, spec: Spec) -> tuple[jax.Array, jax.Array]:
     # Whole-GPU, multi-GPU and CPU-only pods: one hypothetical placement per node.
     take = least_sufficient(gpu_free, pod.gpu_milli, pod.num_gpus) & (pod.num_gpus > 0)
     after = gpu_free - jnp.where(take, pod.gpu_milli, 0)
-    usable_a, fits_a = frag_terms(after, cpu_after, model, typ)
-    f_after = jnp.sum(after, axis=0)[None] - jnp.where(fits_a, usable_a, 0)
-    other_gain = gain(f_before - f_after)
-    return jnp.where(is_shared(pod), shared_gain, other_gain).astype(jnp.float32), shared_gpu
+    ge_a = (after[None] >= m_j) & (m_j > 0)
+    kept_a = _kept(jnp.sum(jnp.where(ge_a, after[None], 0), axis=1), jnp.sum(ge_a, axis=1),
+                   after_weight, levels)
+    other_gain = gain(jnp.sum(jnp.where(take, pod.gpu_milli, 0), axis=0), kept_a)
+    return jnp.where(is_shared(pod), shared_gain, other_gain), shared_gpu
 
 
 def fgd_score(gain: jax.Array) -> jax.Array:

@@ -13,7 +13,7 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 
-from vte.openb.cluster import Pod, Typical
+from vte.openb.cluster import Pod, Typical, typical_counts
 from vte.openb.trace import NodeTable, PodTable
 
 TYPICAL_COVERAGE = 0.95
@@ -42,12 +42,15 @@ def typical_pods(pods: PodTable, coverage: float = TYPICAL_COVERAGE) -> Typical:
         if covered >= coverage * len(pods):
             break
     total = float(sum(c for _, c in kept))
+    gpu_milli = np.array([k[1] for k, _ in kept])
+    num_gpus = np.array([k[2] for k, _ in kept])
     return Typical(
         cpu_milli=jnp.asarray([k[0] for k, _ in kept], jnp.int32),
-        gpu_milli=jnp.asarray([k[1] for k, _ in kept], jnp.int32),
-        num_gpus=jnp.asarray([k[2] for k, _ in kept], jnp.int32),
+        gpu_milli=jnp.asarray(gpu_milli, jnp.int32),
+        num_gpus=jnp.asarray(num_gpus, jnp.int32),
         model_mask=jnp.asarray([mask_of[k[3]] for k, _ in kept], jnp.int32),
-        prob=jnp.asarray([c / total for _, c in kept], jnp.float32))
+        prob=jnp.asarray([c / total for _, c in kept], jnp.float32),
+        counts=typical_counts(gpu_milli, num_gpus, np.array([c for _, c in kept])))
 
 
 @dataclasses.dataclass(frozen=True)
