@@ -16,7 +16,9 @@ The port is bound first (a taken port fails at once), then the server answers wh
 warm-up shapes compile in the background: every (batch, nodes, tasks) bucket of the
 `--warmup-*` lists, on 4 vertex pools; the defaults cover DECICE's own scenario sizes
 (10-50 nodes in 3 pools, 5-20 tasks) and single-task requests. `GET /health` answers 503
-until they are compiled. A request of another shape compiles off the request path.
+until they are compiled. A request of another shape compiles off the request path. Shapes
+compile in a child process (`--compile-in-process`: on a thread of the server), so that
+tracing a new program never holds the server's GIL.
 """
 
 from __future__ import annotations
@@ -92,13 +94,16 @@ def main(argv: list[str] | None = None) -> None:
                              f"(default {srv.IDLE_TIMEOUT_S:g})")
     parser.add_argument("--max-connections", type=int, default=srv.MAX_CONNECTIONS,
                         help=f"open connections at most (default {srv.MAX_CONNECTIONS})")
+    parser.add_argument("--compile-in-process", action="store_true",
+                        help="compile new shapes on a thread of the server process (default: "
+                             "in a child process, which never holds the server's GIL)")
     parser.add_argument("--seed", type=int, default=0, help="key of randomised policies")
     parser.add_argument("--log-level", default="warning",
                         choices=["critical", "error", "warning", "info", "debug"])
     args = parser.parse_args(argv)
 
     from vte.serve.convert import NODE_BUCKETS, TASK_BUCKETS
-    from vte.serve.place import BATCH_BUCKETS, make_placer
+    from vte.serve.place import BATCH_BUCKETS, CompilerProcess, make_placer
 
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(levelname)s: %(name)s: %(message)s")
@@ -124,12 +129,16 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {err}")
     try:
         placer, name = make_placer(args.policy, args.weights, args.seed)
+        compiler = (None if args.compile_in_process else
+                    CompilerProcess(args.policy, args.weights, args.seed))
         app = create_app(placer, name, api_key=api_key, window_ms=args.window_ms,
                          max_batch=args.max_batch, warmup=warmup,
                          max_body_bytes=args.max_body_bytes,
-                         body_timeout_s=args.body_timeout_s)
+                         body_timeout_s=args.body_timeout_s, compiler=compiler)
     except (ValueError, FileNotFoundError) as err:
         sock.close()
+        if "compiler" in locals() and compiler is not None:
+            compiler.close()
         sys.exit(f"error: {err}")
     if api_key is None:
         log.warning("no API key configured (--api-key-env): /schedule answers anyone")

@@ -19,7 +19,8 @@ row of the batch: concurrent requests never see each other's state.
 
 Compilation never blocks a compiled shape: a group whose shape has no compiled program
 (nor one with a larger batch or task bucket, `Placer.ready`) is compiled on a thread of
-its own and placed when that finishes, while other groups keep being served. At start-up
+its own (in a `CompilerProcess` when one is given, so that tracing never holds this
+process's GIL) and placed when that finishes, while other groups keep being served. At start-up
 the shapes of `warmup` are compiled on that thread; `GET /health` answers 503 until they
 are ready, 200 after.
 
@@ -82,8 +83,10 @@ class Batcher:
     """Collects requests into batches and runs each shape group as one compiled call on a
     placement thread; compiles unseen shapes on a compile thread (see the module doc)."""
 
-    def __init__(self, placer: Placer, window_s: float = 0.0, max_batch: int = 64):
+    def __init__(self, placer: Placer, window_s: float = 0.0, max_batch: int = 64,
+                 compiler=None):
         self.placer = placer
+        self.compiler = compiler
         self.window_s = window_s
         self.max_batch = max_batch
         self.queue: asyncio.Queue | None = None
@@ -120,6 +123,8 @@ class Batcher:
                     pass
         self.placing.shutdown(wait=True)
         self.compiling.shutdown(wait=True, cancel_futures=True)
+        if self.compiler is not None:
+            self.compiler.close()
 
     @property
     def alive(self) -> bool:
@@ -143,8 +148,18 @@ class Batcher:
         if shape not in self._compiles:
             loop = asyncio.get_running_loop()
             self._compiles[shape] = asyncio.ensure_future(
-                loop.run_in_executor(self.compiling, self.placer.compile, shape))
+                loop.run_in_executor(self.compiling, self._compile_now, shape))
         return self._compiles[shape]
+
+    def _compile_now(self, shape: Shape) -> None:
+        """On the compile thread: in the compiler process when there is one (in this
+        process if it fails, with a WARNING)."""
+        if self.compiler is not None:
+            try:
+                return self.placer.compile(shape, self.compiler)
+            except RuntimeError as err:
+                log.warning("compiling %s in this process: %s", shape, err)
+        self.placer.compile(shape)
 
     async def submit(self, view: ClusterView, requests: Requests):
         """The placer's (nodes (T,), costs (T,), fits (T,)) for one request."""
@@ -260,7 +275,7 @@ _ERRORS = {code: {"model": S.ErrorResponse, "description": text} for code, text 
 def create_app(placer: Placer, name: str, api_key: str | None = None,
                window_ms: float = 0.0, max_batch: int = 64,
                warmup: Sequence[Shape] = (), max_body_bytes: int = MAX_BODY_BYTES,
-               body_timeout_s: float = BODY_TIMEOUT_S) -> FastAPI:
+               body_timeout_s: float = BODY_TIMEOUT_S, compiler=None) -> FastAPI:
     """The app serving `placer` under the strategy name `name`.
 
     Args:
@@ -270,6 +285,8 @@ def create_app(placer: Placer, name: str, api_key: str | None = None,
       warmup: (batch, N, S, T) shapes compiled at start-up, off the request path.
       max_body_bytes: the largest request body (413 beyond).
       body_timeout_s: the time a body may take to arrive (408 after).
+      compiler: a `place.CompilerProcess` of the same policy: shapes compile there (closed
+        when the app stops); None: on a thread of this process.
     """
     if not 1 <= max_batch <= 64:
         raise ValueError(f"max_batch={max_batch} is invalid: allowed 1..64")
@@ -279,7 +296,7 @@ def create_app(placer: Placer, name: str, api_key: str | None = None,
         raise ValueError(f"max_body_bytes={max_body_bytes} is invalid: allowed an integer >= 1")
     if not body_timeout_s > 0:
         raise ValueError(f"body_timeout_s={body_timeout_s} is invalid: allowed a number > 0")
-    batcher = Batcher(placer, window_ms / 1000.0, max_batch)
+    batcher = Batcher(placer, window_ms / 1000.0, max_batch, compiler)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -42,6 +42,7 @@ from vte.types import Cluster, Counters, EnvState, Nodes, Requests, Twin
 
 OPTIMAL = "optimal"   # the chooser that takes vte's least-cost feasible node
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+COMPILER_NICENESS = 10   # scheduling priority of the compiler process, below the server's
 
 
 def _idle_nodes(n: int, slots: int) -> Nodes:
@@ -217,10 +218,17 @@ class Placer:
         fits = [k for k in keys if k[1] == n and k[2] == s and k[0] >= b and k[3] >= t]
         return min(fits, key=lambda k: k[0] * k[3]) if fits else None
 
-    def compile(self, shape: Shape) -> None:
+    def compile(self, shape: Shape, compiler: Callable | None = None) -> None:
         """Compile `shape` ahead of time (a no-op when it is compiled). Thread-safe; it does
-        not block `run` of compiled shapes."""
+        not block `run` of compiled shapes. With a `compiler` (`CompilerProcess`), the
+        program is traced and compiled there, in another process, and only loaded here."""
         if shape in self._compiled:
+            return
+        if compiler is not None:
+            from jax.experimental import serialize_executable
+            compiled = serialize_executable.deserialize_and_load(*compiler(shape))
+            with self._lock:
+                self._compiled.setdefault(shape, compiled)
             return
         b, n, s, t = shape
         cs = S.ClusterState(vertexpools=[S.VertexPool(id="warmup", nodes=[S.Node(
@@ -257,6 +265,68 @@ class Placer:
         for shape in shapes:
             self.compile(shape)
         return len(shapes)
+
+
+def _compile_worker(conn, policy: str, weights, seed: int) -> None:
+    """The child of `CompilerProcess`: compiles each shape it receives and sends back the
+    serialized executable, or the error."""
+    import os
+
+    from jax.experimental import serialize_executable
+    os.nice(COMPILER_NICENESS)        # the server's requests come first on a shared CPU
+    placer, _ = make_placer(policy, weights, seed)
+    while True:
+        shape = conn.recv()
+        if shape is None:
+            return
+        try:
+            placer.compile(shape)
+            conn.send((True, serialize_executable.serialize(placer._compiled[shape])))
+        except Exception as err:   # the server compiles in process instead
+            conn.send((False, f"{type(err).__name__}: {err}"))
+
+
+class CompilerProcess:
+    """Compiles a placer's shapes in a child process, so that tracing and compiling a new
+    shape never holds the server's GIL (warmed requests keep their latency).
+
+    The child builds the same placer (`make_placer(policy, weights, seed)`), compiles a
+    shape on request and sends the serialized executable; `Placer.compile(shape, self)`
+    loads it. Call `close()` when done.
+    """
+
+    def __init__(self, policy: str, weights: Sequence[float] | None = None, seed: int = 0):
+        import multiprocessing
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_compile_worker, args=(child, policy, weights, seed),
+                                 daemon=True, name="vte-compiler")
+        self._proc.start()
+        child.close()
+        self._lock = threading.Lock()
+
+    def __call__(self, shape: Shape):
+        """(payload, in_tree, out_tree) of `shape`'s executable; RuntimeError on failure."""
+        with self._lock:
+            try:
+                self._conn.send(shape)
+                ok, result = self._conn.recv()
+            except (EOFError, OSError) as err:
+                raise RuntimeError(f"the compiler process is gone ({err!r})") from None
+        if not ok:
+            raise RuntimeError(f"the compiler process failed on {shape}: {result}")
+        return result
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._conn.send(None)
+            except (EOFError, OSError):
+                pass
+            self._proc.join(timeout=10)
+            if self._proc.is_alive():
+                self._proc.terminate()
+            self._conn.close()
 
 
 def make_placer(policy: str, weights: Sequence[float] | None = None, seed: int = 0
@@ -299,5 +369,5 @@ def make_placer(policy: str, weights: Sequence[float] | None = None, seed: int =
     return Placer(fn, EnvParams(**kwargs), seed), name
 
 
-__all__ = ["OPTIMAL", "BATCH_BUCKETS", "Placer", "make_placer", "place_tasks", "observe", "book",
-           "pad_tasks"]
+__all__ = ["OPTIMAL", "BATCH_BUCKETS", "Placer", "CompilerProcess", "make_placer", "place_tasks",
+           "observe", "book", "pad_tasks"]
