@@ -99,20 +99,19 @@ def best_fit(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
     return score.astype(jnp.int32), best_fit_gpu(state.gpu_free, pod.gpu_milli)
 
 
-def _fit_weight(counts: Counts, typ, model: jax.Array, cpu_free: jax.Array) -> jax.Array:
+def _fit_weight(counts: Counts, typ, allowed: jax.Array, cpu_free: jax.Array) -> jax.Array:
     """(J, L, N) int32: the summed weight of the shapes of per-GPU milli `counts.milli[j]` and
-    GPU count `counts.levels[l]` that a node's model and CPU allow (its GPUs aside)."""
-    ok = (model_allowed(model[None], typ.model_mask[:, None])
-          & (cpu_free[None] >= typ.cpu_milli[:, None]))                          # (K, N)
+    GPU count `counts.levels[l]` that a node allows (`allowed` (K, N): its model) and whose
+    CPU fits in `cpu_free` (N,), its GPUs aside."""
+    ok = allowed & (cpu_free[None] >= typ.cpu_milli[:, None])                     # (K, N)
+    # Sum the shapes of each (milli, count) cell: the shapes ordered by cell (static), each
+    # cell is a static slice of rows: K x N additions in all.
     cells = len(counts.milli) * len(counts.levels)
-    member = np.zeros((cells, len(counts.cell)), np.float32)                     # static one-hot
-    for t, c in enumerate(counts.cell):
-        if c >= 0:
-            member[c, t] = 1.0
-    okw = jnp.where(ok, jnp.asarray(counts.weight, jnp.float32)[:, None], 0.0)   # (K, N)
-    # Sums of integer weights below 2**24: exact in float32.
-    per = jnp.matmul(jnp.asarray(member), okw, precision=jax.lax.Precision.HIGHEST)
-    return jnp.round(per).astype(jnp.int32).reshape((len(counts.milli), len(counts.levels), -1))
+    order = np.argsort(np.asarray(counts.cell), kind="stable")
+    bounds = np.searchsorted(np.asarray(counts.cell)[order], np.arange(cells + 1))
+    okw = jnp.where(ok, jnp.asarray(counts.weight, jnp.int32)[:, None], 0)[order]   # (K, N)
+    per = jnp.stack([jnp.sum(okw[a:b], axis=0) for a, b in zip(bounds[:-1], bounds[1:])])
+    return per.reshape((len(counts.milli), len(counts.levels)) + per.shape[1:])
 
 
 def _kept(usable: jax.Array, count: jax.Array, fit_weight: jax.Array, levels) -> jax.Array:
@@ -149,8 +148,9 @@ def fgd_gain(state: State, pod: Pod, spec: Spec) -> tuple[jax.Array, jax.Array]:
     ge = (gpu_free[None] >= m_j) & (m_j > 0)                                # (J, G, N)
     count = jnp.sum(ge, axis=1)                                             # (J, N)
     usable = jnp.sum(jnp.where(ge, gpu_free[None], 0), axis=1)              # (J, N)
-    kept = _kept(usable, count, _fit_weight(counts, typ, model, cpu_free), levels)  # (N,)
-    after_weight = _fit_weight(counts, typ, model, cpu_free - pod.cpu_milli)
+    allowed = model_allowed(model[None], typ.model_mask[:, None])           # (K, N)
+    kept = _kept(usable, count, _fit_weight(counts, typ, allowed, cpu_free), levels)  # (N,)
+    after_weight = _fit_weight(counts, typ, allowed, cpu_free - pod.cpu_milli)
 
     def gain(freed, kept_after):                                            # milli-GPU, float32
         total = counts.scale * freed + (kept_after - kept)
