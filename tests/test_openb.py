@@ -587,3 +587,20 @@ def test_an_interrupted_grid_continues_to_the_same_json(tmp_path, monkeypatch):
     assert calls == [] and again["tiny_b"]["runs_cached"] == 4     # a repeated grid replays nothing
     openb_main(argv + out + ["--force"])
     assert len(calls) == 4
+
+
+def test_the_published_ordering_is_checked_only_where_the_paper_separates_policies():
+    from vte.openb.experiment import format_summary, ordering
+    grid = _fake_grid(range(42, 52))
+    pubs = {"gpu_clustering": (91.65, 0.61), "gpu_packing": (91.78, 0.53), "fgd": (95.23, 0.11),
+            "runs/mine": None}
+    mine = {"gpu_clustering": 91.9, "gpu_packing": 91.7, "fgd": 91.0, "runs/mine": 99.0}
+    for name, r in grid["policies"].items():
+        r["published"] = {"alloc": {"end": pubs[name], "100": pubs[name]}} if pubs[name] else None
+        r["alloc_at_end"] = {"mean": mine[name], "std": 0.1}
+    # GpuClustering vs GpuPacking overlap (0.13 apart, stds 1.14): not a pair; FGD vs each is.
+    assert ordering(grid) == {"pairs": 2, "reversed": [("fgd", "gpu_clustering"),
+                                                       ("fgd", "gpu_packing")]}
+    text = format_summary({"default": grid})
+    assert "reversed: FGD > GpuClustering, FGD > GpuPacking" in text
+    assert "-4.23" in text                                   # FGD's diff at the end: 91.0 - 95.23
