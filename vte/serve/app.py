@@ -136,9 +136,15 @@ class Batcher:
         task.add_done_callback(self._pending.discard)
 
     async def _warmup(self) -> None:
+        """Compile the warm-up shapes one after the other (a request's own shape can go
+        between two of them); a shape that fails is logged and skipped."""
         start = time.perf_counter()
         for shape in self.warmup_shapes:
-            await self._compile(shape)
+            try:
+                await self._compile(shape)
+            except Exception:
+                log.exception("compiling warm-up shape %s failed", shape)
+                self._compiles.pop(shape, None)
         log.info("warm: compiled %d shapes in %.1f s", len(self.warmup_shapes),
                  time.perf_counter() - start)
         self.warm.set()
