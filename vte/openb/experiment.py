@@ -63,6 +63,10 @@ METRICS = {"alloc": "GPU allocation in % of the cluster's GPUs",
            "frag_ratio": "fragmentation in % of the idle GPU milli"}
 
 
+SHORT_LABELS = {"alloc": "GPU allocation (%)", "frag": "fragmented GPUs (%)",
+                "frag_ratio": "fragmentation (% of idle GPU milli)"}
+
+
 def _points(end_x: int) -> dict[str, int | None]:
     """The two compared x of a curve: 100 % arrived (None below tune 1) and the end."""
     return {"100": 100 if end_x >= 100 else None, "end": end_x}
@@ -378,12 +382,13 @@ def plot_overview(results: dict[str, dict], path: str, metric: str = "alloc") ->
         axes.flat[0].set_ylim(60, 100)
         axes.flat[0].set_xlim(60, 131)
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
-    fig.supxlabel("arrived GPU demand (% of cluster GPUs)", fontsize=9, y=0.04)
-    fig.supylabel(METRICS[metric], fontsize=9)
     fig.suptitle(f"vte (solid) and the published artifact (dotted), mean of "
                  f"{len(next(iter(results.values()))['seeds'])} seeds", fontsize=10)
-    fig.tight_layout(rect=(0.01, 0.06, 1, 1))
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.955 if rows > 1 else 0.9),
+               ncol=len(labels), fontsize=8, frameon=False)
+    fig.supxlabel("arrived GPU demand (% of the cluster's GPUs)", fontsize=9)
+    fig.supylabel(SHORT_LABELS[metric], fontsize=9)
+    fig.tight_layout(rect=(0.0, 0.0, 1, 0.93 if rows > 1 else 0.82))
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
