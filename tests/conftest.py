@@ -21,6 +21,15 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                       str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 
+# Compiling is most of the suite's time and its shapes are tiny, so the CPU backend skips
+# LLVM's expensive optimisations in tests (about 30 % less CPU on the throughput smoke
+# test; the programs compute the same things, only less optimised machine code). Appended
+# to any XLA_FLAGS already set (e.g. a device count); subprocesses inherit it.
+_FAST_COMPILE = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
+os.environ["XLA_FLAGS"] = " ".join(
+    [os.environ.get("XLA_FLAGS", "")]
+    + [f for f in _FAST_COMPILE if f.split("=")[0] not in os.environ.get("XLA_FLAGS", "")]).strip()
+
 import jax  # noqa: E402  (after the cache settings it reads)
 import pytest  # noqa: E402
 
