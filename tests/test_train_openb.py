@@ -155,6 +155,10 @@ def test_the_replay_command_refuses_synthetic_runs_and_other_node_files(imitatio
      "--num-nodes=5000 is invalid: allowed 1..1213"),
     (["--env", "openb", "--teacher", "fgd", "--workloads", "0"], "--workloads=0 is invalid"),
     (["--env", "mars"], "argument --env: invalid choice: 'mars'"),
+    (["--env", "openb", "--teacher", "preference_mix", "--power-weight", "0.8", "0.2"],
+     "--power-weight=(0.8, 0.2) is invalid: allowed two numbers LOW HIGH with 0 <= LOW <= HIGH"),
+    (["--env", "openb", "--teacher", "preference_mix", "--power-weight", "0", "1.5"],
+     "--power-weight=(0.0, 1.5) is invalid"),
 ])
 def test_bad_openb_flags_fail_before_any_work(argv, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
@@ -191,3 +195,49 @@ def test_sub_clusters_without_a_gpu_are_drawn_again(tmp_path):
                                nodes)
     params = oenv.make_params(nodes, pods, seeds=range(24), subset=1)
     assert np.all(np.asarray(params.nodes.num_gpus).sum(axis=1) > 0)
+
+
+def test_the_network_reads_the_preference_drawn_per_episode(trace_files):
+    """Two preferences give different logits; at w = 0 the power features add nothing (the
+    network of before the preference); episodes draw w in the range, the same workloads as
+    without one."""
+    node_file, pod_file = trace_files
+    nodes = vte.openb.load_nodes(node_file)
+    pods = vte.openb.load_pods(pod_file, nodes)
+    params = oenv.make_params(nodes, pods, seeds=[42, 43], power_weight=(0.2, 0.6))
+    keys = jax.random.split(jax.random.PRNGKey(1), 6)
+    reset = jax.jit(jax.vmap(oenv.reset, (0, None)))
+    obs, state = reset(keys, params)
+    _, plain = reset(keys, params.replace(power_weight_spread=jnp.float32(0.0)))
+    w = np.asarray(state.power_weight)
+    assert ((w >= 0.2) & (w <= 0.6)).all() and len(set(w.tolist())) == 6
+    np.testing.assert_array_equal(np.asarray(obs.preference), w)
+    np.testing.assert_array_equal(np.asarray(state.workload), np.asarray(plain.workload))
+    one = jax.tree_util.tree_map(lambda x: x[0], obs)
+    net = OpenBNet(hidden=8)
+    variables = net.init(jax.random.PRNGKey(3), one)
+    apply = jax.jit(lambda o: net.apply(variables, o)[0])
+    low = apply(one.replace(preference=jnp.float32(0.0)))
+    high = apply(one.replace(preference=jnp.float32(0.9)))
+    assert not np.allclose(np.asarray(low), np.asarray(high))
+    zero = one.replace(preference=jnp.float32(0.0), power=one.power * 3.0 + 1.0)
+    np.testing.assert_array_equal(np.asarray(apply(zero)), np.asarray(low))
+
+
+@pytest.mark.slow   # compiles FGD's and PWR's scores
+def test_the_preference_teacher_is_fgd_at_zero_and_pwr_at_one(trace_files):
+    """`preference_mix` scores a x PWR + (1000 - a) x FGD, a = preference_weight(w)."""
+    from vte.openb import power
+    from vte.openb.registration import preference_mix
+    node_file, pod_file = trace_files
+    nodes = vte.openb.load_nodes(node_file)
+    pods = vte.openb.load_pods(pod_file, nodes)
+    params = oenv.make_params(nodes, pods, seeds=[42])
+    assert [int(power.preference_weight(x)) for x in (0.0, 0.5, 1.0)] == [0, 31, 1000]
+    _, one_state = oenv.reset(jax.random.PRNGKey(0), params)
+    fgd = oenv.policy_action(power.policy_by_name("fgd", nodes.models))
+    pwr = oenv.policy_action(power.policy_by_name("pwr", nodes.models))
+    actions = jax.jit(lambda s: [preference_mix(None, s.replace(power_weight=jnp.float32(x)),
+                                                params) for x in (0.0, 1.0)]
+                      + [fgd(None, s, params), pwr(None, s, params)])(one_state)
+    assert [int(a) for a in actions[:2]] == [int(a) for a in actions[2:]]

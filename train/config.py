@@ -103,6 +103,11 @@ class TrainConfig:
                           low=1, group="environment")
     tune: float = flag(1.3, "workload GPU demand / cluster GPUs (openb)", low=0.0,
                        group="environment")
+    power_weight: tuple[float, float] = flag(
+        (0.0, 0.0), "power preference range: each episode draws its weight w of the kW a "
+        "decision adds against its GPUs uniformly in [LOW, HIGH], 0 <= LOW <= HIGH <= 1, "
+        "shown to the policy (openb; 0 0: GPUs only)", group="environment",
+        metavar=("LOW", "HIGH"))
     # outputs
     log_every: int = flag(5, "updates per compiled chunk: metrics and progress bar refresh",
                           low=1, group="outputs")
@@ -121,7 +126,8 @@ class TrainConfig:
             self._check_field(f)
         # A list (from JSON or a caller) becomes the tuple the field is, so the frozen
         # config stays hashable and compares equal to its round trip.
-        object.__setattr__(self, "weights", tuple(float(w) for w in self.weights))
+        for name in ("weights", "power_weight"):
+            object.__setattr__(self, name, tuple(float(w) for w in getattr(self, name)))
         batch = self.num_envs * self.num_steps
         if self.total_timesteps < batch:
             raise invalid("total_timesteps", self.total_timesteps,
@@ -249,6 +255,7 @@ class TrainConfig:
     def from_namespace(cls, args: argparse.Namespace) -> "TrainConfig":
         values = {f.name: getattr(args, f.name) for f in fields(cls)}
         values["weights"] = tuple(values["weights"])
+        values["power_weight"] = tuple(values["power_weight"])
         return cls(**values)
 
     @classmethod

@@ -15,8 +15,9 @@ the protocol of `vte.environment`, which owns the action checks and the auto-res
 
 Reward: the GPUs the decision allocated (num_gpu x gpu_milli / 1000 when placed, else 0),
 so an episode's return is the GPUs allocated at its end, the published metric; with a
-power preference w = `power_weight` in [0, 1] (0 by default), (1 - w) x GPUs - w x the kW
-the placement added to the datacenter (the PWR paper's power model, `vte.openb.power`).
+power preference w in [0, 1] (0 by default; drawn per episode in [`power_weight`,
+`power_weight` + `power_weight_spread`], shown in the observation), (1 - w) x GPUs - w x the
+kW the placement added to the datacenter (the PWR paper's power model, `vte.openb.power`).
 `info` reports each decision's added watts and the datacenter's watts. An invalid
 action (a node the filter rejects, "cannot place" while some node fits, or an index
 outside [0, N]) fails the pod, changes nothing else and is penalised by
@@ -47,8 +48,8 @@ from vte.environment import (Environment, FieldSpec, concrete_extreme, field_spe
 from vte.openb import cluster
 from vte.openb.cluster import Pod, Spec, State
 from vte.openb.policies import CPU_NORM, Policy, fgd_gain, fgd_score
-from vte.openb.power import (BUNDLED_MODELS, PowerModel, datacenter_power, power_increase,
-                             power_model)
+from vte.openb.power import (BUNDLED_MODELS, PowerModel, cpu_watts, datacenter_power,
+                             min_max, power_increase, power_model)
 from vte.openb.trace import MAX_GPUS_PER_NODE, MILLI, NodeTable, PodTable
 from vte.openb.workload import build_workload, pod_arrays, typical_pods
 
@@ -72,7 +73,11 @@ class OpenBParams:
     power: PowerModel = struct.field(default_factory=lambda: power_model(BUNDLED_MODELS))
                              # (M,) W per idle and busy GPU of each model (`power_model`)
     power_weight: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
-                             # () float32 in [0, 1], the reward's preference for power over GPUs
+                             # () float32 in [0, 1], the reward's preference for power over
+                             # GPUs (the lowest one when `power_weight_spread` > 0)
+    power_weight_spread: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
+                             # () float32 >= 0: each episode draws its preference uniformly
+                             # in [power_weight, power_weight + spread] (0: power_weight)
     num_models: int = struct.field(pytree_node=False, default=1)   # GPU models (one-hot width)
 
     @property
@@ -103,6 +108,8 @@ class EnvState:
     steps: jax.Array         # () int32, decisions taken = index of the pod to decide
     failed: jax.Array        # () int32, pods that failed so far
     invalid: jax.Array       # () int32, invalid actions so far
+    power_weight: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
+                             # () float32 in [0, 1], this episode's preference (`OpenBParams`)
 
 
 @struct.dataclass
@@ -124,16 +131,22 @@ class Observation:
     action_mask: jax.Array   # (N + 1,) bool, feasible nodes; the last ("cannot place") is
                              # True exactly when no node is feasible
     preference: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
-                             # () float32, the reward's power weight (`power_weight`)
+                             # () float32, the episode's power weight w of the reward
+    power: jax.Array | None = None
+                             # (N, 2) float32, per node: the kW placing the pod there adds
+                             # with the least-power GPU (PWR's raw score, negated; 0 where
+                             # the pod does not fit) and PWR's min-max score / 100
+                             # (`power.pwr_score`)
 
 
 def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: float = 1.3,
                 subset: int | None = None, invalid_penalty: float = 1.0,
-                power_weight: float = 0.0) -> OpenBParams:
+                power_weight: float | tuple[float, float] = 0.0) -> OpenBParams:
     """A bank of one workload per seed (OPENB.md section 2), on the full cluster or on a
     random `subset` of its nodes (demand tuned to that sub-cluster's GPUs); `power_weight`
     in [0, 1] weighs the kW a decision adds against its GPUs in the reward (a scalar of the
-    params: `params.replace(power_weight=...)` and `jax.vmap` over it work too)."""
+    params: `params.replace(power_weight=...)` and `jax.vmap` over it work too), or a range
+    (low, high) with 0 <= low <= high <= 1 from which each episode draws its own."""
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds is empty: give at least one seed")
@@ -141,8 +154,10 @@ def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: fl
         raise ValueError(f"subset={subset} is invalid: allowed 1..{len(nodes)} nodes")
     if not np.isfinite(invalid_penalty) or invalid_penalty < 0:
         raise ValueError(f"invalid_penalty={invalid_penalty} is invalid: allowed a finite number >= 0")
-    if not (np.isfinite(power_weight) and 0.0 <= power_weight <= 1.0):
-        raise ValueError(f"power_weight={power_weight} is invalid: allowed a number in [0, 1]")
+    low, high = (power_weight, power_weight) if np.ndim(power_weight) == 0 else power_weight
+    if not (np.isfinite(low) and np.isfinite(high) and 0.0 <= low <= high <= 1.0):
+        raise ValueError(f"power_weight={power_weight} is invalid: allowed a number in [0, 1] "
+                         "or a range (low, high) with 0 <= low <= high <= 1")
     watts = power_model(nodes.models)
     typical = typical_pods(pods)
     specs, works = [], []
@@ -159,7 +174,8 @@ def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: fl
         ranks=jnp.asarray(np.stack([w.rank for w in works])),
         length=jnp.asarray([len(w.order) for w in works], jnp.int32), empty_frag=empty,
         invalid_penalty=jnp.float32(invalid_penalty), power=watts,
-        power_weight=jnp.float32(power_weight), num_models=max(len(nodes.models), 1))
+        power_weight=jnp.float32(low), power_weight_spread=jnp.float32(high - low),
+        num_models=max(len(nodes.models), 1))
 
 
 MAX_DRAWS = 100   # sub-cluster draws per seed before a GPU-less node file is given up on
@@ -200,13 +216,18 @@ def current_pod(state: EnvState, params: OpenBParams) -> Pod:
 
 
 def reset_state(key: jax.Array, params: OpenBParams) -> EnvState:
-    """A workload of the bank drawn uniformly, on an empty cluster."""
+    """A workload of the bank drawn uniformly, on an empty cluster, and the episode's power
+    preference drawn uniformly in [power_weight, power_weight + power_weight_spread] (from
+    a key of its own: the workload's draw is the same with any spread)."""
     w = jax.random.randint(key, (), 0, params.num_workloads)
     spec = _episode_nodes(params, w)
     zero = jnp.zeros((), jnp.int32)
+    u = jax.random.uniform(jax.random.fold_in(key, 1))
+    pref = jnp.minimum(params.power_weight + params.power_weight_spread * u, 1.0)
     return EnvState(cluster=spec, nodes=cluster.empty_state(spec, params.ranks[w],
                                                             params.empty_frag[w]),
-                    workload=w, steps=zero, failed=zero, invalid=zero)
+                    workload=w, steps=zero, failed=zero, invalid=zero,
+                    power_weight=pref.astype(jnp.float32))
 
 
 def reset(key: jax.Array, params: OpenBParams) -> tuple[Observation, EnvState]:
@@ -216,20 +237,25 @@ def reset(key: jax.Array, params: OpenBParams) -> tuple[Observation, EnvState]:
 
 def get_obs(state: EnvState, params: OpenBParams) -> Observation:
     return observe(state.nodes, current_pod(state, params), state.cluster, params.num_models,
-                   params.power_weight)
+                   state.power_weight, params.power)
 
 
 def observe(st: State, pod: Pod, spec: Spec, num_models: int,
-            preference: jax.Array = 0.0) -> Observation:
+            preference: jax.Array = 0.0, power: PowerModel | None = None) -> Observation:
     """The observation of a cluster state and the pod to place (the environment's, and what
     a learned policy computes inside the replay, `vte.openb.network.as_policy`)."""
-    return observe_with_gpu(st, pod, spec, num_models, preference)[0]
+    return observe_with_gpu(st, pod, spec, num_models, preference, power)[0]
 
 
 def observe_with_gpu(st: State, pod: Pod, spec: Spec, num_models: int,
-                     preference: jax.Array = 0.0) -> tuple[Observation, jax.Array]:
+                     preference: jax.Array = 0.0,
+                     power: PowerModel | None = None) -> tuple[Observation, jax.Array]:
     """`observe`, and the GPU a shared pod takes on each node ((N,) int32, `GPU_RULE`),
-    which comes out of the same FGD computation. `preference`: the reward's power weight."""
+    which comes out of the same FGD computation. `preference`: the reward's power weight;
+    `power`: the node file's GPU watts (default: the bundled node files',
+    `power_model(BUNDLED_MODELS)`)."""
+    if power is None:
+        power = power_model(BUNDLED_MODELS)
     feasible = cluster.feasible(st, pod, spec)
     m = jnp.arange(num_models)
     gpus = spec.num_gpus.astype(jnp.float32)
@@ -251,8 +277,13 @@ def observe_with_gpu(st: State, pod: Pod, spec: Spec, num_models: int,
         allowed]).astype(jnp.float32)
     progress = st.arrived / jnp.maximum(spec.total_gpu_milli, 1)
     mask = jnp.concatenate([feasible, ~jnp.any(feasible)[None]])
+    increase, _ = power_increase(st, pod, spec, power)                          # (N,) W
+    watts = jnp.stack([jnp.where(feasible, increase, 0).astype(jnp.float32) / KW,
+                       jnp.where(feasible, min_max(-increase, feasible, 100), 0)
+                       .astype(jnp.float32) / 100.0], -1)
     return Observation(nodes=nodes, pod=pod_features, progress=progress.astype(jnp.float32),
-                       action_mask=mask, preference=jnp.asarray(preference, jnp.float32)), shared_gpu
+                       action_mask=mask, preference=jnp.asarray(preference, jnp.float32),
+                       power=watts), shared_gpu
 
 
 def _transition(state: EnvState, action: jax.Array, in_range: jax.Array, params: OpenBParams):
@@ -274,7 +305,7 @@ def _transition(state: EnvState, action: jax.Array, in_range: jax.Array, params:
     # Power: the watts each node would add under the environment's GPU rule; the reward of
     # placing there, and an invalid action's, penalised below the worst valid one.
     added, _ = power_increase(st, pod, spec, params.power, shared_gpu)         # (N,) W
-    w = params.power_weight
+    w = state.power_weight
     each = ((1.0 - w) * demand.astype(jnp.float32) / MILLI
             - w * added.astype(jnp.float32) / KW)                              # (N,)
     worst = jnp.where(none_fits, 0.0, jnp.min(jnp.where(feasible, each, jnp.inf)))
@@ -351,7 +382,8 @@ class OpenBEnv(Environment[EnvState, OpenBParams]):
 def observation_specs(params: OpenBParams) -> dict[str, FieldSpec]:
     """Every `Observation` field's shape, dtype and bounds: nodes (N, 16 + M) float32, pod
     (5 + M,) float32, progress () float32, action_mask (N + 1,) bool, preference () float32
-    in [0, 1].
+    in [0, 1], power (N, 2) float32 (kW in [0, the most a node can draw], PWR's score in
+    [0, 1]).
 
     Every bound is finite and read from the workload bank of `params` (concrete arrays):
     free CPU and memory in [0, the largest node's capacity / CPU_NORM or MEM_NORM]; the pod's
@@ -384,7 +416,19 @@ def observation_specs(params: OpenBParams) -> dict[str, FieldSpec]:
         "progress": field_spec((), np.float32, 0.0, round_outward(progress, up=True)),
         "action_mask": field_spec((n + 1,), np.bool_, False, True),
         "preference": field_spec((), np.float32, 0.0, 1.0),
+        "power": field_spec((n, 2), np.float32, 0.0, round_outward(
+            np.array([largest_node_kw(params), 1.0]), up=True)),
     }
+
+
+def largest_node_kw(params: OpenBParams) -> float:
+    """kW of the most powerful node of the bank with every GPU and CPU socket busy: an upper
+    bound of what one placement adds."""
+    cpu = np.asarray(params.nodes.cpu_milli)
+    gpus = np.asarray(params.nodes.num_gpus, np.int64)
+    busy = int(np.max(np.asarray(params.power.gpu_busy_w)))
+    cpu_w = np.asarray(cpu_watts(np.zeros_like(cpu), cpu), np.int64)    # every core busy
+    return max(float(np.max(gpus * busy + cpu_w)) / KW, 1e-3)
 
 
 ENV = OpenBEnv()

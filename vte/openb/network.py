@@ -11,6 +11,13 @@ per-node layer (FiLM) and gives the "cannot place" logit and the value. The same
 parameters serve any number of nodes in any order, so a model trained on sub-clusters of
 64 nodes runs on the full 1213-node cluster. Infeasible actions are masked to the least
 float32 (`vte.network.masked_logits`).
+
+The power preference w (`Observation.preference`) and each node's power features
+(`Observation.power`: the kW a placement adds, PWR's score) enter multiplied by w, each
+through a linear map added to the node encoder's and the context's inputs (the same as
+joining them to those inputs). At w = 0 they add exactly 0: a network trained at w = 0
+computes what it did before the power inputs existed, bit for bit, and a network trained
+across preferences (`--power-weight LOW HIGH`) learns what changes with w.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from vte.network import Dense, masked_logits
 from vte.openb.cluster import Pod, Spec, State
 from vte.openb.env import BASE_NODE_FEATURES, Observation, observe_with_gpu
 from vte.openb.policies import Policy
+from vte.openb.power import PowerModel
 
 
 class OpenBNet(nn.Module):
@@ -38,14 +46,22 @@ class OpenBNet(nn.Module):
     def __call__(self, obs: Observation) -> tuple[jax.Array, jax.Array]:
         h = self.hidden
         pod = jnp.concatenate([obs.pod, obs.progress[..., None]], axis=-1)
+        # THE PREFERENCE w and, per node, the power features, scaled by w (0 at w = 0)
+        w = obs.preference[..., None]                                  # (..., 1)
+        watts = (jnp.zeros(obs.nodes.shape[:-1] + (2,), jnp.float32) if obs.power is None
+                 else obs.power)
+        node_power = Dense(h, use_bias=False, name="power_in")(
+            jnp.concatenate([watts, jnp.broadcast_to(w[..., None, :], watts.shape[:-1] + (1,))],
+                            axis=-1) * w[..., None, :])              # (..., N, h)
         # PER-NODE ENCODER: Dense(concat(node, pod)) = Dense(node) + Dense(pod), broadcast
         x = (Dense(h, name="node_in")(obs.nodes)
-             + Dense(h, use_bias=False, name="pod_in")(pod)[..., None, :])
+             + Dense(h, use_bias=False, name="pod_in")(pod)[..., None, :] + node_power)
         x = nn.relu(x)
         x = nn.relu(Dense(h, name="node_hidden")(x))                 # (..., N, h)
-        # POOLED CONTEXT over the nodes, with the pod
+        # POOLED CONTEXT over the nodes, with the pod and the preference
         ctx = jnp.concatenate([x.mean(-2), x.max(-2), pod], axis=-1)
-        ctx = nn.relu(Dense(h, name="context")(ctx))
+        ctx = nn.relu(Dense(h, name="context")(ctx)
+                      + Dense(h, use_bias=False, name="preference_in")(w))
         # PER-NODE HEAD: FiLM with the context, one logit per node, "cannot place" from ctx
         scale, shift = jnp.split(Dense(2 * h, name="film")(ctx)[..., None, :], 2, axis=-1)
         y = nn.relu(Dense(h, name="node_out")(x) * (1.0 + scale) + shift)
@@ -60,20 +76,39 @@ def models_of(variables) -> int:
     return int(variables["params"]["node_in"]["kernel"].shape[0]) - BASE_NODE_FEATURES
 
 
-def as_policy(net: OpenBNet, variables, num_models: int) -> Policy:
+def with_power_inputs(variables, hidden: int):
+    """`variables` of a network saved before the power inputs existed, given zero weights
+    for them (what such a network computes at any preference); others unchanged."""
+    params = variables["params"]
+    if "power_in" in params:
+        return variables
+    zeros = {"power_in": {"kernel": jnp.zeros((3, hidden), jnp.float32)},
+             "preference_in": {"kernel": jnp.zeros((1, hidden), jnp.float32)}}
+    return {**variables, "params": {**params, **zeros}}
+
+
+def as_policy(net: OpenBNet, variables, num_models: int, preference: float = 0.0,
+              power: PowerModel | None = None) -> Policy:
     """The network as a policy of the replay, `(key, state, pod, feasible, spec) -> (scores,
     shared_gpu)`: its logits score the nodes (the replay keeps the best feasible one, ties to
     the smallest rank) and a shared pod takes FGD's GPU, the environment's rule (`GPU_RULE`).
+    `preference`: the power weight w in [0, 1] it schedules for (`Observation.preference`);
+    `power`: the node file's GPU watts (`power.power_model(nodes.models)`; default the
+    bundled node files').
 
-    Raises ValueError when the network was trained on another number of GPU models."""
+    Raises ValueError when the network was trained on another number of GPU models, or on
+    a preference outside [0, 1]."""
     trained = models_of(variables)
     if trained != num_models:
         raise ValueError(f"the network was trained on a node file with {trained} GPU models; "
                          f"this one has {num_models}: use the node file it trained on")
+    if not 0.0 <= float(preference) <= 1.0:
+        raise ValueError(f"preference={preference} is invalid: allowed a number in [0, 1]")
+    variables = with_power_inputs(variables, net.hidden)
 
     def policy(key: jax.Array, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
         del key, feasible
-        obs, shared_gpu = observe_with_gpu(state, pod, spec, num_models)
+        obs, shared_gpu = observe_with_gpu(state, pod, spec, num_models, preference, power)
         logits, _ = net.apply(variables, obs)
         return logits[:-1], shared_gpu
 

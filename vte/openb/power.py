@@ -165,6 +165,27 @@ def pwr_fgd(a: int, models: Sequence[str] = BUNDLED_MODELS) -> Policy:
     return _mix(int(a), tuple(models))
 
 
+def mix_scores(a: jax.Array, key, state: State, pod: Pod, feasible: jax.Array, spec: Spec,
+               power: PowerModel) -> tuple[jax.Array, jax.Array]:
+    """((N,) int32 scores, (N,) int32 GPU) of the mix a x PWR + (1000 - a) x FGD for an
+    integer weight `a` that may be traced (e.g. `preference_weight` of an episode's
+    preference); the GPU is PWR's when a > 500, else FGD's."""
+    a = jnp.asarray(a, jnp.int32)
+    pwr, pwr_gpu = pwr_score(state, pod, feasible, spec, power)
+    frag, fgd_gpu = fgd(key, state, pod, feasible, spec)
+    gpu = jnp.where(a > WEIGHT_TOTAL - a, pwr_gpu, fgd_gpu)
+    return (a * pwr + (WEIGHT_TOTAL - a) * frag).astype(jnp.int32), gpu
+
+
+def preference_weight(w: jax.Array) -> jax.Array:
+    """() int32: the PWR weight a = round(1001^w - 1) in [0, 1000] of a power preference w in
+    [0, 1]: FGD at w = 0, PWR at w = 1, log-spaced between (w = 0.5: a = 31; w = 0.75:
+    a = 177), so the preferences cover the FGD-heavy mixes the paper compares
+    (a = 25..200) as densely as the power-heavy ones."""
+    a = jnp.round(jnp.power(jnp.float32(WEIGHT_TOTAL + 1), jnp.clip(w, 0.0, 1.0)) - 1.0)
+    return jnp.clip(a, 0, WEIGHT_TOTAL).astype(jnp.int32)
+
+
 @functools.lru_cache(maxsize=None)
 def _mix(a: int, models: tuple[str, ...]) -> Policy:
     table = power_model(models)
@@ -172,12 +193,10 @@ def _mix(a: int, models: tuple[str, ...]) -> Policy:
     def policy(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
         if a == 0:
             return fgd(key, state, pod, feasible, spec)
-        pwr, pwr_gpu = pwr_score(state, pod, feasible, spec, table)
         if a == WEIGHT_TOTAL:
+            pwr, pwr_gpu = pwr_score(state, pod, feasible, spec, table)
             return a * pwr, pwr_gpu
-        frag, fgd_gpu = fgd(key, state, pod, feasible, spec)
-        gpu = pwr_gpu if a > WEIGHT_TOTAL - a else fgd_gpu
-        return (a * pwr + (WEIGHT_TOTAL - a) * frag).astype(jnp.int32), gpu
+        return mix_scores(a, key, state, pod, feasible, spec, table)
 
     policy.__name__ = policy.__qualname__ = "pwr" if a == WEIGHT_TOTAL else f"pwr_fgd_{a}"
     return policy

@@ -146,3 +146,78 @@ def plot(result: dict, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# ------------------------------------------------ a learned front against the published mixes
+
+def mixes(result: dict) -> list[str]:
+    """The PWR+FGD mixes and PWR alone among a result's policies (a > 0)."""
+    return [n for n in result["policies"] if (parse_name(n) or 0) > 0]
+
+
+def dominance(result: dict, learned: Sequence[str]) -> dict:
+    """Whether the `learned` policies' front dominates the PWR+FGD mixes of `result`
+    (`measure`), on the plateau's mean savings against FGD (seed means) and GRAR at x = 1.0:
+
+    * per mix: the learned policies with at least its savings and a higher GRAR, and of
+      those the one whose GRAR is higher on the most seeds (`seeds_higher` of the seeds);
+    * at FGD's GRAR: the learned policies whose GRAR is at least FGD's, their savings, and
+      whether one saves more than every mix."""
+    pol = result["policies"]
+
+    def saving(name):
+        return pol[name]["savings_plateau_pct"]["mean"]
+
+    def seeds_higher(a, b):
+        return int(np.sum(np.asarray(pol[a]["grar_per_seed"]) > np.asarray(pol[b]["grar_per_seed"])))
+
+    per_mix = {}
+    for m in mixes(result):
+        better = [p for p in learned if saving(p) >= saving(m) and pol[p]["grar"] > pol[m]["grar"]]
+        best = max(better, key=lambda p: seeds_higher(p, m), default=None)
+        per_mix[m] = {"savings": saving(m), "grar": pol[m]["grar"], "dominated_by": better,
+                      "best": best, "seeds_higher": None if best is None else seeds_higher(best, m)}
+    at_fgd = [p for p in learned if pol[p]["grar"] >= pol["fgd"]["grar"]]
+    most = max((saving(m) for m in mixes(result)), default=0.0)
+    return {"per_mix": per_mix,
+            "at_fgd_grar": {p: {"savings": saving(p), "grar": pol[p]["grar"],
+                                "seeds_at_least_fgd": int(np.sum(
+                                    np.asarray(pol[p]["grar_per_seed"])
+                                    >= np.asarray(pol["fgd"]["grar_per_seed"])))}
+                            for p in at_fgd},
+            "most_mix_savings": most,
+            "beats_every_mix_at_fgd_grar": any(saving(p) > most for p in at_fgd),
+            "dominates": all(v["best"] is not None and v["seeds_higher"] == len(result["seeds"])
+                             for v in per_mix.values())
+                         and any(saving(p) > most for p in at_fgd)}
+
+
+def plot_front(results: dict[str, dict], learned: Sequence[str], path: str) -> None:
+    """One panel per trace: GRAR at x = 1.0 against the plateau's mean savings against FGD
+    (seed means), the published policies and mixes as points, the `learned` ones as a line."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(5.2 * len(results), 4.6), squeeze=False)
+    for ax, (trace, result) in zip(axes[0], results.items()):
+        pol = result["policies"]
+        for name, r in pol.items():
+            if name in learned:
+                continue
+            style = STYLES.get(name) or style_of(name)
+            ax.plot(r["savings_plateau_pct"]["mean"], r["grar"], "o", color=style.get("color"),
+                    label=display_name(name))
+        xs = [pol[p]["savings_plateau_pct"]["mean"] for p in learned if p in pol]
+        ys = [pol[p]["grar"] for p in learned if p in pol]
+        ax.plot(xs, ys, "-s", color="red", ms=4, label="learned (preference w)")
+        for p, x, y in zip(learned, xs, ys):
+            ax.annotate(p.split("@")[-1], (x, y), fontsize=7, xytext=(3, -8),
+                        textcoords="offset points")
+        ax.set(xlabel=f"power savings vs FGD, mean over x {PLATEAU[0]}..{PLATEAU[1]} (%)",
+               ylabel="GRAR at x = 1.0", title=f"{trace}, {len(result['seeds'])} seeds")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -10,7 +10,10 @@ on random sub-clusters of `--num-nodes` GPU nodes (demand tuned to each sub-clus
 decision allocated, in percent (the environment's reward, GPUs, x 100 / the sub-cluster's
 GPUs), so an episode's return is the published metric, GPU allocation at its end in %,
 whatever the sub-cluster's size. Imitation learns from one of the six published policies
-(`--teacher`, FGD by default).
+(`--teacher`, FGD by default) or from `preference_mix`, the PWR+FGD mix whose PWR weight
+follows each episode's power preference (`--power-weight LOW HIGH`: each episode draws its
+preference w uniformly in that range; a = `power.preference_weight(w)`), so that one
+network learns every trade-off from FGD (w = 0) to PWR (w = 1).
 
 The evaluation of a run (`eval.json`) replays the published seeds 42, 43, ...
 (`--eval-episodes` of them, 10 by default) on the full cluster with
@@ -36,8 +39,9 @@ EVAL_SEED0 = 42             # the published seeds
 EVAL_EPISODES = 10          # held-out workloads when --eval-episodes is not given
 MAKE_WORKLOADS = 16         # workloads of `vte.make("OpenB-v0")` when no seeds are given
 BUNDLED_TRACES = ("default", "gpuspec10", "multigpu20")
-TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd")
-CONFIG_KEYS = ("num_nodes", "trace", "nodes", "workloads", "tune")
+TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd",
+            "preference_mix")
+CONFIG_KEYS = ("num_nodes", "trace", "nodes", "workloads", "tune", "power_weight")
 
 
 @functools.lru_cache(maxsize=8)
@@ -88,7 +92,8 @@ def run_params(config, train: bool):
     the full cluster with `run_grid` instead (`evaluate`)."""
     nodes, pods = load_trace(config.trace, config.nodes)
     params = oenv.make_params(nodes, pods, range(TRAIN_SEED0, TRAIN_SEED0 + config.workloads),
-                              tune=config.tune, subset=_subset(config, nodes))
+                              tune=config.tune, subset=_subset(config, nodes),
+                              power_weight=tuple(config.power_weight))
     return oenv.OpenBEnv(params), params
 
 
@@ -112,6 +117,11 @@ def check_config(config) -> None:
     if config.num_nodes > len(nodes):
         raise flag_error("num_nodes", config.num_nodes, f"1..{len(nodes)}, the node file's "
                          "nodes, with --env openb", depends=("env", "nodes"))
+    low, high = config.power_weight
+    if not 0.0 <= low <= high <= 1.0:
+        raise flag_error("power_weight", config.power_weight, "two numbers LOW HIGH with "
+                         "0 <= LOW <= HIGH <= 1 (each episode's power preference is drawn "
+                         "uniformly between them)")
 
 
 def network(hidden: int):
@@ -121,9 +131,23 @@ def network(hidden: int):
 
 def policies() -> dict:
     """The six published policies as actions of the environment, `(key, state, params) ->
-    action` (`vte.openb.env.policy_action`)."""
+    action` (`vte.openb.env.policy_action`), and `preference_mix`."""
     from vte.openb.policies import POLICIES
-    return {name: oenv.policy_action(p) for name, p in POLICIES.items()}
+    return {**{name: oenv.policy_action(p) for name, p in POLICIES.items()},
+            "preference_mix": preference_mix}
+
+
+def preference_mix(key, state, params) -> jax.Array:
+    """The PWR+FGD mix at the episode's power preference w as an action of the environment:
+    the node of the best a x PWR + (1000 - a) x FGD score, a = `power.preference_weight(w)`
+    (FGD at w = 0, PWR at w = 1; `power.mix_scores`)."""
+    from vte.openb.power import mix_scores, preference_weight
+    a = preference_weight(state.power_weight)
+
+    def mix(k, st, pod, feasible, spec):
+        return mix_scores(a, k, st, pod, feasible, spec, params.power)
+
+    return oenv.policy_action(mix)(key, state, params)
 
 
 def metrics(info: dict, done) -> dict:
@@ -223,4 +247,5 @@ REGISTRATION = Registration(
     as_action=as_action, run_make=run_make, train_reward=train_reward, render=render, decice=False, init_check=init_check,
     evaluate_main="vte.openb.__main__",
     small={"subset": 4, "seeds": (1, 2)},
-    defaults={"trace": "default", "nodes": "gpu", "workloads": 256, "tune": 1.3})
+    defaults={"trace": "default", "nodes": "gpu", "workloads": 256, "tune": 1.3,
+              "power_weight": (0.0, 0.0)})

@@ -1,0 +1,123 @@
+"""A learned OpenB scheduler at several power preferences against the PWR paper's trade-offs:
+GRAR at x = 1.0 and power savings against FGD (plateau x 0.2..0.8) on one or more traces,
+beside FGD, BestFit, PWR and the PWR+FGD mixes, and whether its front dominates the mixes.
+
+    python benchmarks/openb_power_learned.py --run runs/openb_pref --pods default \
+        --preferences 0,0.5,0.6,0.7,0.8,0.9,1 --baselines benchmarks/results/openb_power_default.json \
+        --json benchmarks/results/openb_power_learned_default.json
+
+The run is a `train/imitate.py --env openb --power-weight LOW HIGH` (or PPO) directory; each
+preference w is the network with `Observation.preference` = w (`network.as_policy`), named
+`learned@w`. FGD is always replayed (the savings' reference); the other published and power
+policies are replayed (`--policies`) or, with `--baselines`, taken from an earlier
+`benchmarks/openb_power.py` JSON of the same trace, tune and seeds, whose FGD must equal the
+one replayed here. `--front PNG --fronts A.json,B.json` draws the fronts of finished JSONs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from vte import checkpoint as ckpt
+from vte.files import atomic_write, atomic_write_text, check_output_path
+from vte.openb import power_experiment
+from vte.openb.network import as_policy, models_of
+from vte.openb.power import policy_by_name, power_model
+from vte.openb.trace import TraceError, load_nodes, load_pods
+
+
+def learned_policies(run: str, preferences: list[float], nodes) -> dict:
+    """`learned@w` -> the run's seed-0 network as a replay policy at preference w."""
+    config = ckpt.load_config(run)
+    net, variables = ckpt.network_from_config(config), ckpt.load_variables(run)
+    watts = power_model(nodes.models)
+    return {f"learned@{w:g}": as_policy(net, variables, models_of(variables), w, watts)
+            for w in preferences}
+
+
+def _preferences(text: str) -> list[float]:
+    values = [float(v) for v in text.split(",") if v.strip()]
+    if not values or any(not 0.0 <= v <= 1.0 for v in values) or len(set(values)) != len(values):
+        raise ValueError(f"--preferences {text!r}: distinct numbers in [0, 1], comma-separated")
+    return values
+
+
+def _merge(result: dict, baselines: str) -> dict:
+    """`result` with the policies of an earlier JSON of the same trace, tune and seeds whose
+    FGD figures equal this replay's."""
+    with open(baselines, encoding="utf-8") as f:
+        base = json.load(f)
+    for key in ("trace", "tune", "seeds"):
+        if base[key] != result[key]:
+            raise ValueError(f"--baselines {baselines}: {key} {base[key]!r} differs from this "
+                             f"run's {result[key]!r}")
+    ours, theirs = result["policies"]["fgd"], base["policies"]["fgd"]
+    for key in ("grar_per_seed", "power_w"):
+        if ours[key] != theirs[key]:
+            raise ValueError(f"--baselines {baselines}: FGD's {key} differs from this replay's "
+                             "(another code version?); replay the baselines with --policies")
+    extra = {k: v for k, v in base["policies"].items() if k not in result["policies"]}
+    return {**result, "policies": {**result["policies"], **extra}, "baselines_from": baselines}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", help="training run directory (train/*.py --env openb)")
+    parser.add_argument("--nodes", default="gpu", help="node file: 'gpu', 'all' or a path")
+    parser.add_argument("--pods", default="default", help="pod file: a bundled name or a path")
+    parser.add_argument("--preferences", default="0,0.5,0.6,0.7,0.8,0.9,1")
+    parser.add_argument("--policies", default="fgd",
+                        help="published and power policies replayed beside (fgd always)")
+    parser.add_argument("--baselines", default=None, help="an earlier openb_power.py JSON")
+    parser.add_argument("--seeds", type=int, default=10, help="number of seeds, from 42")
+    parser.add_argument("--tune", type=float, default=1.3)
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--front", default=None, help="PNG of the fronts of --fronts")
+    parser.add_argument("--fronts", default=None, help="finished JSONs, comma-separated")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    for flag, path in (("--json", args.json), ("--front", args.front)):
+        if path is not None:
+            check_output_path(path, flag)
+    if args.fronts is not None:
+        if args.front is None:
+            raise ValueError("--fronts needs --front PNG")
+        results = {}
+        for path in args.fronts.split(","):
+            with open(path, encoding="utf-8") as f:
+                r = json.load(f)
+            results[r["trace"]["pods"].removesuffix(".csv").removeprefix("openb_pod_list_")] = r
+        learned = list(dict.fromkeys(p for r in results.values() for p in r["learned"]))
+        atomic_write(args.front, lambda tmp: power_experiment.plot_front(results, learned, tmp))
+        return results
+    if args.run is None:
+        raise ValueError("--run DIR is needed (or --fronts to draw finished results)")
+    if not 1 <= args.seeds <= 4096:
+        raise ValueError(f"--seeds {args.seeds}: must be in [1, 4096]")
+    nodes = load_nodes(args.nodes)
+    pods = load_pods(args.pods, nodes)
+    names = list(dict.fromkeys(["fgd"] + [p.strip() for p in args.policies.split(",") if p.strip()]))
+    chosen = {name: policy_by_name(name, nodes.models) for name in names}
+    learned = learned_policies(args.run, _preferences(args.preferences), nodes)
+    result = power_experiment.measure(nodes, pods, {**chosen, **learned},
+                                      range(42, 42 + args.seeds), args.tune,
+                                      progress=not args.no_progress)
+    if args.baselines is not None:
+        result = _merge(result, args.baselines)
+    result["run"], result["learned"] = args.run, list(learned)
+    result["dominance"] = power_experiment.dominance(result, list(learned))
+    print(power_experiment.format_table(result))
+    print(json.dumps(result["dominance"], indent=1))
+    if args.json is not None:
+        atomic_write_text(args.json, json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (ValueError, TraceError, FileNotFoundError) as err:
+        sys.exit(f"error: {err}")
