@@ -4,6 +4,8 @@
         --json openb.json --png openb.png
     python -m vte.openb --pods all --policies all --seeds 10 --json results/ --png results/
     python -m vte.openb --policies fgd,best_fit,runs/openb_ppo     # a learned scheduler too
+    python -m vte.openb --pods default --seeds 10 --power \
+        --policies fgd,best_fit,pwr,pwr_fgd:200,pwr_fgd:100,pwr_fgd:50 --json out.json --png out.png
 
 Seeds are consecutive from --first-seed (42, the first published seed); each policy is one
 compiled program that runs all seeds at once. Bundled traces: --nodes gpu|all, --pods one of
@@ -12,6 +14,13 @@ cpu050..250), several joined by commas, or 'all'; any file of the same format is
 path. With several traces --json and --png name directories: a JSON and a figure per trace,
 summary.json and overview.png. Finished runs are kept in --cache (an interrupted grid
 continues where it stopped, a repeated one is instant); --force recomputes them.
+
+Policies: the six published ones, the PWR paper's "pwr" and "pwr_fgd:<a>" (a x PWR +
+(1000 - a) x FGD, `vte.openb.power`), and trained run directories. --power runs the PWR
+paper's experiment instead (OPENB.md section 11): datacenter power against arrived GPU
+demand, savings against FGD ("fgd" must be among the policies) and GRAR at x = 1.0, beside
+the paper's readings; its JSON and figure (power and savings per policy) go to --json and
+--png (per trace `openb_power_<trace>.json/png` in a directory with several traces).
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from vte.openb.cache import RunCache
 from vte.openb.experiment import (format_summary, format_table, ordering, plot, plot_overview,
                                   run_traces, summary)
 from vte.openb.policies import POLICIES
+from vte.openb.power import parse_name, policy_by_name
 from vte.openb.trace import TRACES, TraceError, load_nodes, load_pods
 
 
@@ -59,11 +69,13 @@ def _check_dir(path: str, flag: str) -> None:
 def _policies(text: str) -> list[str]:
     """Names of published policies and trained run directories (`train/*.py --env openb`)."""
     names = list(POLICIES) if text == "all" else [p.strip() for p in text.split(",") if p.strip()]
-    unknown = [p for p in names if p not in POLICIES and not os.path.isdir(p)]
+    unknown = [p for p in names if p not in POLICIES and parse_name(p) is None
+               and not os.path.isdir(p)]
     if unknown or not names:
         raise ValueError(f"--policies {text!r}: unknown {unknown or 'empty list'}; "
-                         f"give 'all' or a comma-separated subset of {list(POLICIES)} and run "
-                         "directories of train/ppo.py or train/imitate.py --env openb")
+                         f"give 'all' or a comma-separated subset of {list(POLICIES)}, 'pwr', "
+                         "'pwr_fgd:<a>' (a integer in [0, 1000]) and run directories of "
+                         "train/ppo.py or train/imitate.py --env openb")
     if len(set(names)) != len(names):
         raise ValueError(f"--policies {text!r} names a policy twice")
     return names
@@ -116,6 +128,8 @@ def main(argv: list[str] | None = None) -> dict:
                         f"here (default {default_cache()}); 'none' keeps nothing")
     parser.add_argument("--force", action="store_true", help="recompute runs already in the cache")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--power", action="store_true",
+                        help="the PWR paper's power experiment (needs 'fgd' among --policies)")
     args = parser.parse_args(argv)
 
     # Every check before any work.
@@ -129,6 +143,9 @@ def main(argv: list[str] | None = None) -> dict:
     if args.chunk < 1:
         raise ValueError(f"--chunk {args.chunk}: must be >= 1")
     policies = _policies(args.policies)
+    if args.power and "fgd" not in policies:
+        raise ValueError(f"--power --policies {args.policies!r}: 'fgd' must be among them (the "
+                         "reference of the savings)")
     traces = _traces(args.pods)
     several = len(traces) > 1
     for flag, path in (("--json", args.json), ("--png", args.png)):
@@ -140,12 +157,15 @@ def main(argv: list[str] | None = None) -> dict:
     nodes = load_nodes(args.nodes)
     pod_tables = [load_pods(name, nodes) for name in traces]        # every file checked first
 
-    chosen = {name: (POLICIES[name] if name in POLICIES else _learned(name, max(len(nodes.models), 1)))
-              for name in policies}
+    chosen = {name: (_learned(name, max(len(nodes.models), 1)) if os.path.isdir(name)
+                     else policy_by_name(name, nodes.models)) for name in policies}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     for flag, path in (("--json", args.json), ("--png", args.png)):
         if several and path is not None:
             os.makedirs(path, exist_ok=True)
+
+    if args.power:
+        return _power(args, nodes, traces, pod_tables, chosen, seeds, several)
 
     def write(trace: str, result: dict) -> None:
         """A trace's table and files, as soon as it is done."""
@@ -171,6 +191,25 @@ def main(argv: list[str] | None = None) -> dict:
     if args.png is not None:
         atomic_write(os.path.join(args.png, "overview.png"), lambda tmp: plot_overview(results, tmp))
     return results
+
+
+def _power(args, nodes, traces, pod_tables, chosen, seeds, several) -> dict:
+    """--power: the PWR experiment on each trace, its table, JSON and figure."""
+    from vte.openb import power_experiment
+    results = {}
+    for trace, pods in zip(traces, pod_tables):
+        result = power_experiment.measure(nodes, pods, chosen, seeds, args.tune,
+                                          chunk=args.chunk, progress=not args.no_progress)
+        print(power_experiment.format_table(result), flush=True)
+        name = f"openb_power_{os.path.basename(trace).removesuffix('.csv')}"
+        if args.json is not None:
+            target = os.path.join(args.json, name + ".json") if several else args.json
+            atomic_write_text(target, json.dumps(result, indent=1))
+        if args.png is not None:
+            target = os.path.join(args.png, name + ".png") if several else args.png
+            atomic_write(target, lambda tmp: power_experiment.plot(result, tmp))
+        results[trace] = result
+    return results if several else results[traces[0]]
 
 
 if __name__ == "__main__":
