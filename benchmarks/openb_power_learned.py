@@ -3,7 +3,7 @@ GRAR at x = 1.0 and power savings against FGD (plateau x 0.2..0.8) on one or mor
 beside FGD, BestFit, PWR and the PWR+FGD mixes, and whether its front dominates the mixes.
 
     python benchmarks/openb_power_learned.py --run runs/openb_pref --pods default \
-        --preferences 0,0.5,0.6,0.7,0.8,0.9,1 --baselines benchmarks/results/openb_power_default.json \
+        --preferences 0,0.4,0.55,0.7,0.85,1 --baselines benchmarks/results/openb_power_default.json \
         --json benchmarks/results/openb_power_learned_default.json
 
 The run is a `train/imitate.py --env openb --power-weight LOW HIGH` (or PPO) directory; each
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from vte import checkpoint as ckpt
@@ -44,21 +45,28 @@ def _preferences(text: str) -> list[float]:
     return values
 
 
-def _merge(result: dict, baselines: str) -> dict:
-    """`result` with the policies of an earlier JSON of the same trace, tune and seeds whose
-    FGD figures equal this replay's."""
-    with open(baselines, encoding="utf-8") as f:
+def _baselines(path: str, pods, tune: float, seeds: list[int]) -> dict:
+    """An earlier JSON of the same pod file, tune and seeds (checked before any replay)."""
+    with open(path, encoding="utf-8") as f:
         base = json.load(f)
-    for key in ("trace", "tune", "seeds"):
-        if base[key] != result[key]:
-            raise ValueError(f"--baselines {baselines}: {key} {base[key]!r} differs from this "
-                             f"run's {result[key]!r}")
+    ours = {"pods": os.path.basename(pods.path), "tune": tune, "seeds": seeds}
+    theirs = {"pods": base["trace"]["pods"], "tune": base["tune"], "seeds": base["seeds"]}
+    if ours != theirs:
+        raise ValueError(f"--baselines {path}: {theirs} differs from this run's {ours}")
+    return base
+
+
+def _merge(result: dict, base: dict, baselines: str) -> dict:
+    """`result` with the policies of the earlier JSON `base` when its FGD figures equal this
+    replay's."""
     ours, theirs = result["policies"]["fgd"], base["policies"]["fgd"]
-    for key in ("grar_per_seed", "power_w"):
-        if ours[key] != theirs[key]:
-            raise ValueError(f"--baselines {baselines}: FGD's {key} differs from this replay's "
-                             "(another code version?); replay the baselines with --policies")
-    extra = {k: v for k, v in base["policies"].items() if k not in result["policies"]}
+    differs = [key for key in ("grar_per_seed", "power_w") if ours[key] != theirs[key]]
+    if differs:     # kept unmerged (the replay's minutes are not lost), and said
+        return {**result, "baselines_error": f"--baselines {baselines}: FGD's "
+                f"{', '.join(differs)} differ from this replay's (another code version?); "
+                "replay the baselines with --policies"}
+    extra = {k: v for k, v in base["policies"].items()
+             if k not in result["policies"] and k not in base.get("learned", ())}
     return {**result, "policies": {**result["policies"], **extra}, "baselines_from": baselines}
 
 
@@ -68,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--run", help="training run directory (train/*.py --env openb)")
     parser.add_argument("--nodes", default="gpu", help="node file: 'gpu', 'all' or a path")
     parser.add_argument("--pods", default="default", help="pod file: a bundled name or a path")
-    parser.add_argument("--preferences", default="0,0.5,0.6,0.7,0.8,0.9,1")
+    parser.add_argument("--preferences", default="0,0.4,0.55,0.7,0.85,1")
     parser.add_argument("--policies", default="fgd",
                         help="published and power policies replayed beside (fgd always)")
     parser.add_argument("--baselines", default=None, help="an earlier openb_power.py JSON")
@@ -102,17 +110,20 @@ def main(argv: list[str] | None = None) -> dict:
     names = list(dict.fromkeys(["fgd"] + [p.strip() for p in args.policies.split(",") if p.strip()]))
     chosen = {name: policy_by_name(name, nodes.models) for name in names}
     learned = learned_policies(args.run, _preferences(args.preferences), nodes)
-    result = power_experiment.measure(nodes, pods, {**chosen, **learned},
-                                      range(42, 42 + args.seeds), args.tune,
+    seeds = list(range(42, 42 + args.seeds))
+    base = None if args.baselines is None else _baselines(args.baselines, pods, args.tune, seeds)
+    result = power_experiment.measure(nodes, pods, {**chosen, **learned}, seeds, args.tune,
                                       progress=not args.no_progress)
-    if args.baselines is not None:
-        result = _merge(result, args.baselines)
+    if base is not None:
+        result = _merge(result, base, args.baselines)
     result["run"], result["learned"] = args.run, list(learned)
     result["dominance"] = power_experiment.dominance(result, list(learned))
     print(power_experiment.format_table(result))
     print(json.dumps(result["dominance"], indent=1))
     if args.json is not None:
         atomic_write_text(args.json, json.dumps(result, indent=1))
+    if "baselines_error" in result:
+        raise ValueError(result["baselines_error"])
     return result
 
 

@@ -210,7 +210,7 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str) -> N
                     label=display_name(name))
         xs = [pol[p]["savings_plateau_pct"]["mean"] for p in learned if p in pol]
         ys = [pol[p]["grar"] for p in learned if p in pol]
-        ax.plot(xs, ys, "-s", color="red", ms=4, label="learned (preference w)")
+        ax.plot(xs, ys, "-s", color="magenta", ms=4, label="learned (preference w)")
         for p, x, y in zip(learned, xs, ys):
             ax.annotate(p.split("@")[-1], (x, y), fontsize=7, xytext=(3, -8),
                         textcoords="offset points")
