@@ -47,9 +47,9 @@ from vte.environment import (Environment, FieldSpec, concrete_extreme, field_spe
                              round_outward)
 from vte.openb import cluster
 from vte.openb.cluster import Pod, Spec, State
-from vte.openb.policies import CPU_NORM, Policy, fgd_gain, fgd_score
+from vte.openb.policies import CPU_NORM, Policy, fgd_gain, fgd_score, min_max
 from vte.openb.power import (BUNDLED_MODELS, PowerModel, cpu_watts, datacenter_power,
-                             min_max, power_increase, power_model)
+                             power_increase, power_model)
 from vte.openb.trace import MAX_GPUS_PER_NODE, MILLI, NodeTable, PodTable
 from vte.openb.workload import build_workload, pod_arrays, typical_pods
 

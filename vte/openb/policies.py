@@ -91,12 +91,17 @@ def best_fit(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
     left_cpu = (state.cpu_free - pod.cpu_milli).astype(jnp.float32)
     left_gpu = (_free_gpu(state) - pod.num_gpus * pod.gpu_milli).astype(jnp.float32)
     raw = _trunc(100.0 * (1.0 - (0.5 * left_cpu / CPU_NORM + 0.5 * left_gpu / GPU_NORM)))
+    return min_max(raw, feasible, 0), best_fit_gpu(state.gpu_free, pod.gpu_milli)
+
+
+def min_max(raw: jax.Array, feasible: jax.Array, equal: int) -> jax.Array:
+    """(N,) int32: integer scores rescaled over the feasible nodes, (raw - min) 100 //
+    (max - min), or `equal` everywhere when max = min (BestFit: 0, PWR: 100)."""
     big = jnp.iinfo(jnp.int32).max
     lo = jnp.min(jnp.where(feasible, raw, big))
     hi = jnp.max(jnp.where(feasible, raw, -big))
-    span = jnp.maximum(hi - lo, 1)
-    score = jnp.where(hi > lo, (raw - lo) * 100 // span, 0)
-    return score.astype(jnp.int32), best_fit_gpu(state.gpu_free, pod.gpu_milli)
+    scaled = (raw - lo) * 100 // jnp.maximum(hi - lo, 1)
+    return jnp.where(hi > lo, scaled, equal).astype(jnp.int32)
 
 
 def _fit_weight(counts: Counts, typ, allowed: jax.Array, cpu_free: jax.Array) -> jax.Array:

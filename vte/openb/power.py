@@ -30,7 +30,7 @@ import numpy as np
 from flax import struct
 
 from vte.openb.cluster import MILLI, Pod, Spec, State, fitting_gpus, is_shared, least_sufficient
-from vte.openb.policies import POLICIES, Policy, fgd
+from vte.openb.policies import POLICIES, Policy, fgd, min_max
 
 # Idle and busy watts of one GPU of each model of the trace (G2 is taken as an A10, G3 as an
 # A100; G1 is on no node of the trace).
@@ -133,16 +133,6 @@ def power_increase(state: State, pod: Pod, spec: Spec, power: PowerModel,
     other_add = jnp.sum(after - before, axis=0)
     gpu_add = jnp.where(is_shared(pod), jnp.where(shared_add == big, 0, shared_add), other_add)
     return (cpu_add + gpu_add).astype(jnp.int32), shared_gpu
-
-
-def min_max(raw: jax.Array, feasible: jax.Array, equal: int) -> jax.Array:
-    """(N,) int32: integer scores rescaled over the feasible nodes, (raw - min) 100 //
-    (max - min), or `equal` everywhere when max = min."""
-    big = jnp.iinfo(jnp.int32).max
-    lo = jnp.min(jnp.where(feasible, raw, big))
-    hi = jnp.max(jnp.where(feasible, raw, -big))
-    scaled = (raw - lo) * 100 // jnp.maximum(hi - lo, 1)
-    return jnp.where(hi > lo, scaled, equal).astype(jnp.int32)
 
 
 def pwr_score(state: State, pod: Pod, feasible: jax.Array, spec: Spec,
