@@ -166,6 +166,15 @@ class ClusterView:
         return self.cluster.link_delay.shape[0]
 
 
+def _pool_index(pool_ids: list[str | None]) -> dict[str, int]:
+    """Site index of each vertex-pool id (the first pool of a repeated id; no id: none)."""
+    index: dict[str, int] = {}
+    for s, p in enumerate(pool_ids):
+        if p is not None:
+            index.setdefault(p, s)
+    return index
+
+
 def _truthy_labels(labels: dict | None) -> set[str]:
     """vte label names set in a DECICE labels dict (a key that is a label with a true
     value, or the value of a "tier" key)."""
@@ -327,10 +336,7 @@ def cluster_view(cs: S.ClusterState, params: EnvParams, num_nodes: int | None = 
 
     delay = np.full((s_pad, s_pad), DEFAULT_LINK_DELAY_MS, f32)
     np.fill_diagonal(delay, C.INTRA_SITE_DELAY_MS)
-    pool_index = {}
-    for s, p in enumerate(pool_ids):
-        if p is not None:
-            pool_index.setdefault(p, s)       # the first pool of a repeated id
+    pool_index = _pool_index(pool_ids)
     given = set()
     for link in cs.links or []:
         a = pool_index.get(link.vertexpool_a_id)
@@ -409,10 +415,7 @@ def task_requests(tasks: list[S.Task], view: ClusterView, num_tasks: int | None 
     data_gb = np.zeros(t, f32)
     valid = np.arange(t) < t_real
     reasons: list[str | None] = [None] * t_real
-    pool_index: dict[str, int] = {}
-    for s, p in enumerate(view.pool_ids):
-        if p is not None:
-            pool_index.setdefault(p, s)
+    pool_index = _pool_index(view.pool_ids)
     no_ext = S.TaskExtension()
 
     for k, task in enumerate(tasks):

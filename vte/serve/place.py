@@ -207,7 +207,8 @@ class Placer:
     @property
     def shapes(self) -> list[Shape]:
         """The shapes compiled so far."""
-        return sorted(self._compiled)
+        with self._lock:
+            return sorted(self._compiled)
 
     def ready(self, shape: Shape) -> Shape | None:
         """The smallest compiled shape that can run a batch of `shape`: the same N and S,
