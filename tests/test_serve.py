@@ -419,7 +419,7 @@ def test_health_is_503_until_warm_and_cold_shapes_do_not_block_warm_ones():
         assert cold["r"].status_code == 201
 
 
-def test_a_compiler_process_compiles_the_same_program():
+def test_a_compiler_process_compiles_the_same_program(monkeypatch):
     from vte.serve.place import CompilerProcess
     shape = (2, 16, 4, 8)
     body = _body([_task(0, 6), _task(1, 2), _task(2, 3)], [_node("a", 8), _node("b", 4)])
@@ -427,18 +427,24 @@ def test_a_compiler_process_compiles_the_same_program():
     view = convert.cluster_view(request.cluster, PARAMS)
     reqs, _ = convert.task_requests(request.tasks, view)
     local, _ = make_placer("first_fit")
-    remote, _ = make_placer("first_fit")
-    compiler = CompilerProcess("first_fit")
-    try:
-        remote.compile(shape, compiler)
-        with pytest.raises(RuntimeError, match="failed on"):
-            compiler((0, 16, 4, 8))                     # an error comes back, named
-    finally:
-        compiler.close()
     local.compile(shape)
-    assert remote.shapes == local.shapes == [shape]
-    for got, want in zip(remote.run(shape, [view], [reqs]), local.run(shape, [view], [reqs])):
-        np.testing.assert_array_equal(got, want)
+    # Every program goes to the suite's persistent compilation cache, so the second child
+    # would read the first one's executable back from it if it used the cache (such an
+    # executable serializes without all of its functions and fails when run).
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    for _ in range(2):
+        remote, _ = make_placer("first_fit")
+        compiler = CompilerProcess("first_fit")
+        try:
+            remote.compile(shape, compiler)
+            with pytest.raises(RuntimeError, match="failed on"):
+                compiler((0, 16, 4, 8))                     # an error comes back, named
+        finally:
+            compiler.close()
+        assert remote.shapes == local.shapes == [shape]
+        for got, want in zip(remote.run(shape, [view], [reqs]),
+                             local.run(shape, [view], [reqs])):
+            np.testing.assert_array_equal(got, want)
 
 
 def _free_port() -> int:

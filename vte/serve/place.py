@@ -273,8 +273,13 @@ def _compile_worker(conn, policy: str, weights, seed: int) -> None:
     serialized executable, or the error."""
     import os
 
+    import jax
     from jax.experimental import serialize_executable
     os.nice(COMPILER_NICENESS)        # the server's requests come first on a shared CPU
+    # An executable read back from the persistent compilation cache (JAX_COMPILATION_CACHE_DIR)
+    # serializes without all of its functions on the CPU backend (jax 0.10: the server then
+    # fails with "Function ... not found" when it runs it), so the child always compiles.
+    jax.config.update("jax_enable_compilation_cache", False)
     placer, _ = make_placer(policy, weights, seed)
     while True:
         shape = conn.recv()
