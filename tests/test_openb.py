@@ -150,6 +150,13 @@ def test_shared_gpu_best_fit_least_free_that_fits(tmp_path):
     free = jnp.array([[1000], [500], [350], [500]], jnp.int32)
     assert int(cluster.best_fit_gpu(free, jnp.int32(400))[0]) == 1        # 500 at index 1 before 3
     assert int(cluster.best_fit_gpu(free, jnp.int32(300))[0]) == 2
+    # The argmin is the least sufficient GPU of a 1-GPU pod, on any free milli (ties, full
+    # GPUs, missing slots, columns where none fits: GPU 0).
+    rng = np.random.default_rng(0)
+    free = jnp.asarray(rng.choice([0, 100, 350, 500, 650, 1000], size=(8, 500)), jnp.int32)
+    for milli in (1, 350, 400, 1000):
+        want = jnp.argmax(cluster.least_sufficient(free, jnp.int32(milli), 1), axis=0)
+        np.testing.assert_array_equal(cluster.best_fit_gpu(free, jnp.int32(milli)), want)
 
 
 # ---------------------------------------------------------------- the six policies, by hand
@@ -292,6 +299,15 @@ def test_ties_go_to_the_smallest_rank(tmp_path):
     blocked = state.replace(cpu_free=state.cpu_free.at[jnp.array([0, 1, 2])].set(0))
     picks = {scores_of("random", blocked, pod(milli=300), spec, jax.random.PRNGKey(k))[2] for k in range(20)}
     assert picks == {3, 4}
+    # Its GPU is uniform over the node's fitting GPUs (GPU 1 has 200 free, GPUs 4.. none).
+    one = state.replace(gpu_free=state.gpu_free.at[:, 0].set(
+        jnp.array([1000, 200, 500, 1000, 0, 0, 0, 0], jnp.int32)))
+    feasible = cluster.feasible(one, pod(milli=300), spec)
+    gpus = jax.vmap(lambda k: policies.random(k, one, pod(milli=300), feasible, spec)[1][0])(
+        jax.random.split(jax.random.PRNGKey(0), 3000))
+    counts = np.bincount(np.asarray(gpus), minlength=8)
+    assert counts[[1, 4, 5, 6, 7]].sum() == 0 and counts.sum() == 3000
+    assert np.all(np.abs(counts[[0, 2, 3]] - 1000) < 100), counts       # 1/3 each, +- 4 sigma
 
 
 def test_select_float_scores_and_masks():

@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Sequence
@@ -141,7 +143,8 @@ def _record(curves: dict[str, np.ndarray], failed: int, pods: int, seconds: floa
 def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[str, Policy],
              seeds: Sequence[int] = PUBLISHED_SEEDS, tune: float = PUBLISHED_TUNE,
              chunk: int = 512, progress: bool = False, reference: dict | None = None,
-             cache: RunCache | None = None, force: bool = False, bar=None) -> dict:
+             cache: RunCache | None = None, force: bool = False, bar=None,
+             workers: int | None = None) -> dict:
     """Replays every policy on every seed (seeds batched with vmap, one program per policy).
 
     policies: names from `POLICIES`, or a dict name -> policy function (a learned policy).
@@ -151,7 +154,8 @@ def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[st
     cache: finished (policy, seed) runs of this trace are read from it and new ones written to
     it as each policy's batch ends (`force`: recompute them all); the result is the same
     whether a run was computed now or read. bar: a tqdm bar counting runs to advance
-    (`progress`: a bar of this grid's own).
+    (`progress`: a bar of this grid's own). workers: policies replayed at once, in threads
+    (None: one per CPU core); the results do not depend on it, only the time.
     Returns per policy each metric of `METRICS` at 100 % arrived and at the end (x = 100
     tune) as `{metric}_at_100` and `{metric}_at_end`, the failed pods, the mean curves over
     seeds, the published figures and the seconds it took.
@@ -175,26 +179,42 @@ def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[st
                    dynamic_ncols=True, bar_format=BAR_FORMAT)
     works = {s: workload.build_workload(pods, nodes, s, tune)
              for s in sorted({s for run in todo.values() for s in run})}
-    seconds = {}
-    for name, run_seeds in todo.items():
+    lock = threading.Lock()
+
+    def replay_policy(name: str, run_seeds: list[int]):
         t0 = time.perf_counter()
-        if bar is not None:
-            bar.set_description(f"{trace_name(pods)} {name}")
         batch = workload.pod_arrays(pods, [works[s] for s in run_seeds])
         ranks = np.stack([works[s].rank for s in run_seeds])
         keys = jax.vmap(jax.random.PRNGKey)(np.asarray(run_seeds, np.uint32))
         length = int(batch.valid.shape[1])
-        step = (lambda done: bar.update(done / length * len(run_seeds))) if bar is not None else None
-        log = simulator.replay(chosen[name], spec, batch, ranks, keys, chunk=chunk, progress=step)
+
+        def step(done):
+            with lock:
+                bar.set_description(f"{trace_name(pods)} {name}")
+                bar.update(done / length * len(run_seeds))
+        log = simulator.replay(chosen[name], spec, batch, ranks, keys, chunk=chunk,
+                               progress=step if bar is not None else None)
         curves = simulator.curves(log, total_gpus, end_x)
         failed = (log.valid & ~log.placed).sum(axis=1)
-        seconds[name] = time.perf_counter() - t0
-        for i, seed in enumerate(run_seeds):
-            record = _record({k: c[i] for k, c in curves.items()}, failed[i],
-                             log.valid[i].sum(), seconds[name] / len(run_seeds))
-            records[name][seed] = record
-            if (name, seed) in cache_keys:
-                cache.put(cache_keys[name, seed], record)
+        return curves, failed, log.valid.sum(axis=1), time.perf_counter() - t0
+
+    # Policies replay concurrently (XLA runs a program without holding the GIL), the longest
+    # (FGD, the others' cost several times over) first, so the cheap ones fill the other cores.
+    order = sorted(todo, key=lambda n: n != "fgd")
+    workers = max(1, min(len(order), workers or os.cpu_count() or 1))
+    seconds = {}
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="vte-replay") as pool:
+        futures = {pool.submit(replay_policy, name, todo[name]): name for name in order}
+        for future in concurrent.futures.as_completed(futures):
+            name = futures[future]
+            curves, failed, submitted, seconds[name] = future.result()
+            run_seeds = todo[name]
+            for i, seed in enumerate(run_seeds):
+                record = _record({k: c[i] for k, c in curves.items()}, failed[i],
+                                 submitted[i], seconds[name] / len(run_seeds))
+                records[name][seed] = record
+                if (name, seed) in cache_keys:
+                    cache.put(cache_keys[name, seed], record)
     if own_bar:
         bar.close()
     results = {}
@@ -236,7 +256,7 @@ BAR_FORMAT = "{desc:<22} {percentage:3.0f}%|{bar}| {n:.1f}/{total} runs [{elapse
 def run_traces(nodes: NodeTable, traces: Sequence[PodTable], policies: Sequence[str] | dict[str, Policy],
                seeds: Sequence[int] = PUBLISHED_SEEDS, tune: float = PUBLISHED_TUNE,
                chunk: int = 512, progress: bool = False, cache: RunCache | None = None,
-               force: bool = False, on_trace=None) -> dict[str, dict]:
+               force: bool = False, on_trace=None, workers: int | None = None) -> dict[str, dict]:
     """`run_grid` on every trace, under one progress bar over the whole grid (runs already in
     `cache` count as done from the start, so the time estimate covers what is left).
     on_trace(name, result) is called as each trace ends (to write its files at once).
@@ -258,7 +278,7 @@ def run_traces(nodes: NodeTable, traces: Sequence[PodTable], policies: Sequence[
     try:
         for name, pods in zip(names, traces):
             results[name] = run_grid(nodes, pods, chosen, seeds, tune, chunk=chunk, cache=cache,
-                                     force=force, bar=bar)
+                                     force=force, bar=bar, workers=workers)
             if on_trace is not None:
                 on_trace(name, results[name])
     finally:

@@ -43,9 +43,13 @@ def random(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
     noise = jax.random.uniform(k_node, feasible.shape)
     pick = jnp.argmax(jnp.where(feasible, noise, -1.0))
     scores = jnp.where(jnp.arange(feasible.shape[0]) == pick, 100, 0).astype(jnp.int32)
-    gpu_noise = jax.random.uniform(k_gpu, state.gpu_free.shape)
+    # The GPU: the k-th fitting GPU of each node, k uniform in [0, fitting) from one draw per
+    # node (G times fewer draws than one per GPU; 0 where none fits).
     fit = fitting_gpus(state.gpu_free, pod.gpu_milli)
-    gpu = jnp.argmax(jnp.where(fit, gpu_noise, -1.0), axis=0).astype(jnp.int32)
+    n_fit = jnp.sum(fit, axis=0)
+    k = jnp.minimum(jnp.floor(jax.random.uniform(k_gpu, n_fit.shape) * n_fit).astype(jnp.int32),
+                    jnp.maximum(n_fit - 1, 0))
+    gpu = jnp.argmax(fit & (jnp.cumsum(fit, axis=0) == k + 1), axis=0).astype(jnp.int32)
     return scores, gpu
 
 
