@@ -4,6 +4,8 @@ and as its figures. Formulas: OPENB.md section 11 (`vte.openb.power`)."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
 import time
 from pathlib import Path
 from typing import Sequence
@@ -36,13 +38,15 @@ PUBLISHED_POWER: dict[str, dict[str, dict]] = {
 
 
 def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune: float = 1.3,
-            chunk: int = 2048, progress: bool = False, top: float = 1.0) -> dict:
+            chunk: int = 2048, progress: bool = False, top: float = 1.0,
+            workers: int | None = None) -> dict:
     """The PWR experiment on one trace: every policy (name -> policy; "fgd" among them, the
     reference of the savings) replayed on every seed with the power log, then `summary`.
 
     nodes, pods: a `NodeTable` and `PodTable`. Returns a JSON-ready dict: the trace, the
     seeds, per policy the `summary` figures and seconds, and the paper's readings of the
-    bundled trace when there are some (`PUBLISHED_POWER`)."""
+    bundled trace when there are some (`PUBLISHED_POWER`). workers: policies replayed at
+    once, in threads (None: one per CPU core)."""
     if "fgd" not in policies:
         raise ValueError(f"policies {sorted(policies)}: 'fgd' is needed, the savings' reference")
     seeds = [int(s) for s in seeds]
@@ -57,19 +61,27 @@ def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune
     keys = jax.vmap(jax.random.PRNGKey)(np.asarray(seeds, np.uint32))
     capacity = int(spec.total_gpu_milli)
     curves, seconds = {}, {}
-    for name, policy in policies.items():
+
+    def replay(position: int, name: str):
         t0 = time.perf_counter()
         bar = None
         if progress:
             from tqdm import tqdm
             bar = tqdm(total=int(batch.valid.shape[1]), unit="pod", desc=name, unit_scale=True,
-                       dynamic_ncols=True)
-        log = simulator.replay(policy, spec, batch, ranks, keys, chunk=chunk, power=table,
+                       dynamic_ncols=True, position=position)
+        log = simulator.replay(policies[name], spec, batch, ranks, keys, chunk=chunk, power=table,
                                progress=bar.update if bar is not None else None)
         if bar is not None:
             bar.close()
-        curves[name] = curves_on_grid(log, capacity, top=top)
-        seconds[name] = round(time.perf_counter() - t0, 2)
+        return curves_on_grid(log, capacity, top=top), round(time.perf_counter() - t0, 2)
+
+    # The policies replay concurrently in threads (as `experiment.run_grid`'s do); the
+    # results do not depend on it.
+    workers = max(1, min(len(policies), workers or os.cpu_count() or 1))
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="vte-power") as pool:
+        done = {name: pool.submit(replay, i, name) for i, name in enumerate(policies)}
+        for name, future in done.items():
+            curves[name], seconds[name] = future.result()
     figures = summary(curves, capacity)
     trace = next((k for k, f in POD_FILES.items() if Path(pods.path) == DATA_DIR / f), None)
     bundled = Path(nodes.path) == DATA_DIR / NODE_FILES["gpu"] and tune == 1.3
