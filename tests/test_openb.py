@@ -154,7 +154,7 @@ def test_shared_gpu_best_fit_least_free_that_fits(tmp_path):
     # GPUs, missing slots, columns where none fits: GPU 0).
     rng = np.random.default_rng(0)
     free = jnp.asarray(rng.choice([0, 100, 350, 500, 650, 1000], size=(8, 500)), jnp.int32)
-    for milli in (1, 350, 400, 1000):
+    for milli in (0, 1, 350, 400, 1000):          # 0: a CPU-only pod, no GPU fits
         want = jnp.argmax(cluster.least_sufficient(free, jnp.int32(milli), 1), axis=0)
         np.testing.assert_array_equal(cluster.best_fit_gpu(free, jnp.int32(milli)), want)
 
@@ -308,6 +308,12 @@ def test_ties_go_to_the_smallest_rank(tmp_path):
     counts = np.bincount(np.asarray(gpus), minlength=8)
     assert counts[[1, 4, 5, 6, 7]].sum() == 0 and counts.sum() == 3000
     assert np.all(np.abs(counts[[0, 2, 3]] - 1000) < 100), counts       # 1/3 each, +- 4 sigma
+    # One fitting GPU: always it; none fits: GPU 0 (the pod is not bound there).
+    for column, want in (([0, 0, 0, 0, 0, 900, 0, 0], 5), ([100, 0, 0, 0, 0, 0, 0, 0], 0)):
+        edited = state.replace(gpu_free=state.gpu_free.at[:, 0].set(jnp.array(column, jnp.int32)))
+        got = jax.vmap(lambda k: policies.random(k, edited, pod(milli=300), feasible, spec)[1][0])(
+            jax.random.split(jax.random.PRNGKey(1), 50))
+        assert set(np.asarray(got).tolist()) == {want}, column
 
 
 def test_select_float_scores_and_masks():
@@ -475,6 +481,18 @@ def test_grid_below_100_percent_and_empty_bins_give_null_not_nan(tmp_path):
     assert r["alloc_at_end"] is None or 0 <= r["alloc_at_end"]["mean"] <= 100
     json.dumps(result, allow_nan=False)                        # valid JSON: no NaN anywhere
     assert format_table(result).splitlines()[2].strip().startswith("BestFit")
+
+
+def test_policies_replayed_in_threads_give_what_one_at_a_time_gives(tmp_path):
+    from vte.openb.experiment import run_grid
+    nodes, pods = small_trace(tmp_path, pods=30, seed=5)
+    chosen = ["fgd", "random", "best_fit"]
+    one, two = (run_grid(nodes, pods, chosen, seeds=[1, 2], workers=w) for w in (1, 2))
+    assert list(one["policies"]) == list(two["policies"]) == chosen    # the caller's order
+    for name in chosen:
+        a, b = one["policies"][name], two["policies"][name]
+        assert a.pop("seconds") >= 0 and b.pop("seconds") >= 0
+        assert a == b, name
 
 
 def test_the_comparison_reads_a_published_file(tmp_path):

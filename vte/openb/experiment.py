@@ -155,7 +155,8 @@ def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[st
     it as each policy's batch ends (`force`: recompute them all); the result is the same
     whether a run was computed now or read. bar: a tqdm bar counting runs to advance
     (`progress`: a bar of this grid's own). workers: policies replayed at once, in threads
-    (None: one per CPU core); the results do not depend on it, only the time.
+    (None: one per CPU core); the figures do not depend on it, only the time (each policy's
+    `seconds` is then its wall time beside the others, not its cost alone).
     Returns per policy each metric of `METRICS` at 100 % arrived and at the end (x = 100
     tune) as `{metric}_at_100` and `{metric}_at_end`, the failed pods, the mean curves over
     seeds, the published figures and the seconds it took.
@@ -203,18 +204,23 @@ def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[st
     order = sorted(todo, key=lambda n: n != "fgd")
     workers = max(1, min(len(order), workers or os.cpu_count() or 1))
     seconds = {}
-    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="vte-replay") as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="vte-replay")
+    try:
         futures = {pool.submit(replay_policy, name, todo[name]): name for name in order}
         for future in concurrent.futures.as_completed(futures):
             name = futures[future]
             curves, failed, submitted, seconds[name] = future.result()
             run_seeds = todo[name]
-            for i, seed in enumerate(run_seeds):
+            for i, seed in enumerate(run_seeds):       # cached as each policy ends
                 record = _record({k: c[i] for k, c in curves.items()}, failed[i],
                                  submitted[i], seconds[name] / len(run_seeds))
                 records[name][seed] = record
                 if (name, seed) in cache_keys:
                     cache.put(cache_keys[name, seed], record)
+    except BaseException:       # a failed policy or Ctrl-C: stop, do not wait for the rest
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     if own_bar:
         bar.close()
     results = {}

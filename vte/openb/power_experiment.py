@@ -46,7 +46,8 @@ def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune
     nodes, pods: a `NodeTable` and `PodTable`. Returns a JSON-ready dict: the trace, the
     seeds, per policy the `summary` figures and seconds, and the paper's readings of the
     bundled trace when there are some (`PUBLISHED_POWER`). workers: policies replayed at
-    once, in threads (None: one per CPU core)."""
+    once, in threads (None: one per CPU core); the figures do not depend on it (each
+    policy's seconds are its wall time beside the others)."""
     if "fgd" not in policies:
         raise ValueError(f"policies {sorted(policies)}: 'fgd' is needed, the savings' reference")
     seeds = [int(s) for s in seeds]
@@ -78,10 +79,15 @@ def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune
     # The policies replay concurrently in threads (as `experiment.run_grid`'s do); the
     # results do not depend on it.
     workers = max(1, min(len(policies), workers or os.cpu_count() or 1))
-    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="vte-power") as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="vte-power")
+    try:
         done = {name: pool.submit(replay, i, name) for i, name in enumerate(policies)}
         for name, future in done.items():
             curves[name], seconds[name] = future.result()
+    except BaseException:       # a failed policy or Ctrl-C: stop, do not wait for the rest
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     figures = summary(curves, capacity)
     trace = next((k for k, f in POD_FILES.items() if Path(pods.path) == DATA_DIR / f), None)
     bundled = Path(nodes.path) == DATA_DIR / NODE_FILES["gpu"] and tune == 1.3
