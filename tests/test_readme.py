@@ -17,7 +17,8 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 # (text in the README, the same at test size)
 SMALLER = [
     ("keys = jax.random.split(key, 4096)", "keys = jax.random.split(key, 16)"),
-    ("seeds=range(42, 52))", "seeds=range(42, 43))"),
+    ('vte.make("Cluster-v0", num_nodes=64)', 'vte.make("Cluster-v0", num_nodes=8)'),
+    ("seeds=range(42, 52))", "seeds=range(42, 43), tune=0.2)"),   # a fifth of the pods
     ("seeds=range(100), subset=128)", "seeds=range(2), subset=16)"),
     ("num_envs=64, subset=64,", "num_envs=2, subset=16,"),
     ("PPOConfig(num_envs=256, total_timesteps=200_000)",
