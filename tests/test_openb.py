@@ -2,6 +2,7 @@
 workload construction, binning, determinism and vmap over seeds."""
 
 import json
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -607,6 +608,11 @@ def test_an_interrupted_grid_continues_to_the_same_json(tmp_path, monkeypatch):
     out = ["--json", str(tmp_path / "part"), "--cache", str(tmp_path / "c2")]
     with pytest.raises(Stop):
         openb_main(argv + out)
+    # The other policy of that trace may still be replaying in its thread (a stopped grid
+    # cancels what has not started, not what runs): let it end before counting again.
+    for thread in threading.enumerate():
+        if thread.name.startswith("vte-replay"):
+            thread.join()
     assert (tmp_path / "part" / "openb_tiny_a.json").exists()          # the first trace is written
     monkeypatch.setattr(simulator, "replay", lambda *a, **k: calls.append(1) or real(*a, **k))
     calls.clear()

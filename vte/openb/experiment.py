@@ -217,7 +217,8 @@ def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[st
                 records[name][seed] = record
                 if (name, seed) in cache_keys:
                     cache.put(cache_keys[name, seed], record)
-    except BaseException:       # a failed policy or Ctrl-C: stop, do not wait for the rest
+    except BaseException:       # a failed policy or Ctrl-C: cancel the policies not started
+        # (a running replay cannot be interrupted; it ends in its thread)
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()

@@ -84,7 +84,8 @@ def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune
         done = {name: pool.submit(replay, i, name) for i, name in enumerate(policies)}
         for name, future in done.items():
             curves[name], seconds[name] = future.result()
-    except BaseException:       # a failed policy or Ctrl-C: stop, do not wait for the rest
+    except BaseException:       # a failed policy or Ctrl-C: cancel the policies not started
+        # (a running replay cannot be interrupted; it ends in its thread)
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
