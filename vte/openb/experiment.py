@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 
 import jax
 import numpy as np
@@ -20,6 +20,8 @@ from vte.openb.policies import POLICIES, Policy
 from vte.openb.published import PUBLISHED_SEEDS, PUBLISHED_TUNE
 from vte.openb.cache import RunCache
 from vte.openb.trace import POD_PREFIX, NodeTable, PodTable
+
+T = TypeVar("T")
 
 DISPLAY = {"random": "Random", "dot_product": "DotProd", "gpu_clustering": "GpuClustering",
            "gpu_packing": "GpuPacking", "best_fit": "BestFit", "fgd": "FGD"}
@@ -140,6 +142,29 @@ def _record(curves: dict[str, np.ndarray], failed: int, pods: int, seconds: floa
             "failed": int(failed), "pods": int(pods), "seconds": round(seconds, 3)}
 
 
+
+def replay_concurrently(jobs: dict[str, Callable[[], T]], workers: int | None = None,
+                        ) -> Iterator[tuple[str, T]]:
+    """Runs each job (name -> function of no argument) in a pool of `workers` threads (None:
+    one per CPU core), started in the dict's order, and yields (name, result) as each ends.
+
+    Replays run concurrently because XLA runs a compiled program without holding the GIL.
+    A job's exception is raised here; it, an abandoned iteration or Ctrl-C cancels the jobs
+    not yet started (a running replay cannot be interrupted: it ends in its thread, named
+    "vte-replay-...").
+    """
+    workers = max(1, min(len(jobs), workers or os.cpu_count() or 1))
+    pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="vte-replay")
+    try:
+        futures = {pool.submit(job): name for name, job in jobs.items()}
+        for future in concurrent.futures.as_completed(futures):
+            yield futures[future], future.result()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
 def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[str, Policy],
              seeds: Sequence[int] = PUBLISHED_SEEDS, tune: float = PUBLISHED_TUNE,
              chunk: int = 512, progress: bool = False, reference: dict | None = None,
@@ -199,29 +224,20 @@ def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[st
         failed = (log.valid & ~log.placed).sum(axis=1)
         return curves, failed, log.valid.sum(axis=1), time.perf_counter() - t0
 
-    # Policies replay concurrently (XLA runs a program without holding the GIL), the longest
-    # (FGD, the others' cost several times over) first, so the cheap ones fill the other cores.
+    # The longest (FGD, the others' cost several times over) first, so the cheap ones fill
+    # the other cores.
     order = sorted(todo, key=lambda n: n != "fgd")
-    workers = max(1, min(len(order), workers or os.cpu_count() or 1))
     seconds = {}
-    pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="vte-replay")
-    try:
-        futures = {pool.submit(replay_policy, name, todo[name]): name for name in order}
-        for future in concurrent.futures.as_completed(futures):
-            name = futures[future]
-            curves, failed, submitted, seconds[name] = future.result()
-            run_seeds = todo[name]
-            for i, seed in enumerate(run_seeds):       # cached as each policy ends
-                record = _record({k: c[i] for k, c in curves.items()}, failed[i],
-                                 submitted[i], seconds[name] / len(run_seeds))
-                records[name][seed] = record
-                if (name, seed) in cache_keys:
-                    cache.put(cache_keys[name, seed], record)
-    except BaseException:       # a failed policy or Ctrl-C: cancel the policies not started
-        # (a running replay cannot be interrupted; it ends in its thread)
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
+    for name, (curves, failed, submitted, seconds[name]) in replay_concurrently(
+            {name: (lambda name=name: replay_policy(name, todo[name])) for name in order},
+            workers):
+        run_seeds = todo[name]
+        for i, seed in enumerate(run_seeds):       # cached as each policy ends
+            record = _record({k: c[i] for k, c in curves.items()}, failed[i],
+                             submitted[i], seconds[name] / len(run_seeds))
+            records[name][seed] = record
+            if (name, seed) in cache_keys:
+                cache.put(cache_keys[name, seed], record)
     if own_bar:
         bar.close()
     results = {}

@@ -4,8 +4,6 @@ and as its figures. Formulas: OPENB.md section 11 (`vte.openb.power`)."""
 
 from __future__ import annotations
 
-import concurrent.futures
-import os
 import time
 from pathlib import Path
 from typing import Sequence
@@ -14,7 +12,7 @@ import jax
 import numpy as np
 
 from vte.openb import cluster, simulator, workload
-from vte.openb.experiment import DISPLAY, style_of
+from vte.openb.experiment import DISPLAY, replay_concurrently, style_of
 from vte.openb.policies import Policy
 from vte.openb.power import (GRID_STEP, MILLI, PLATEAU, WEIGHT_TOTAL, curves_on_grid,
                              datacenter_power, parse_name, power_model, summary)
@@ -76,19 +74,11 @@ def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune
             bar.close()
         return curves_on_grid(log, capacity, top=top), round(time.perf_counter() - t0, 2)
 
-    # The policies replay concurrently in threads (as `experiment.run_grid`'s do); the
-    # results do not depend on it.
-    workers = max(1, min(len(policies), workers or os.cpu_count() or 1))
-    pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="vte-power")
-    try:
-        done = {name: pool.submit(replay, i, name) for i, name in enumerate(policies)}
-        for name, future in done.items():
-            curves[name], seconds[name] = future.result()
-    except BaseException:       # a failed policy or Ctrl-C: cancel the policies not started
-        # (a running replay cannot be interrupted; it ends in its thread)
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
+    # The policies replay concurrently in threads; the results do not depend on it.
+    jobs = {name: (lambda i=i, name=name: replay(i, name)) for i, name in enumerate(policies)}
+    done = dict(replay_concurrently(jobs, workers))
+    for name in policies:                               # in the policies' order
+        curves[name], seconds[name] = done[name]
     figures = summary(curves, capacity)
     trace = next((k for k, f in POD_FILES.items() if Path(pods.path) == DATA_DIR / f), None)
     bundled = Path(nodes.path) == DATA_DIR / NODE_FILES["gpu"] and tune == 1.3
