@@ -8,11 +8,11 @@ import textwrap
 
 import pytest
 
+from tests.conftest import FAST_COMPILE
+
 pytestmark = pytest.mark.slow   # end-to-end runs: `pytest -m slow`, and in CI
 
 SCRIPT = textwrap.dedent("""
-    import os
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
     import jax, jax.numpy as jnp, numpy as np, chex, vte
     from vte import distributed as dist
     assert jax.device_count() == 4
@@ -51,7 +51,9 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_sharded_reset_and_step_equal_unsharded():
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    # 4 forced CPU devices (set before jax is imported, hence the subprocess), compiled fast.
+    env = {**os.environ, "XLA_FLAGS": " ".join(
+        ["--xla_force_host_platform_device_count=4", *FAST_COMPILE])}
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
                          env=env, timeout=600)
     assert out.returncode == 0 and "OK" in out.stdout, out.stdout + out.stderr

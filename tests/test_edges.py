@@ -79,14 +79,16 @@ def test_public_functions_are_compiled_once_per_shape():
     before = compiled.step.compiled._cache_size()
     out = vte.step(key, state, 0, SMALL.replace(arrival_rate=0.37, invalid_penalty=2.5))
     assert compiled.step.compiled._cache_size() == before
-    plain = env.step(key, state, jnp.int32(0), SMALL.replace(arrival_rate=0.37, invalid_penalty=2.5))
+    # The plain function compiled by the caller (eager equals jitted: tests/test_contract.py).
+    plain_step = jax.jit(env.step, static_argnums=3)
+    plain = plain_step(key, state, jnp.int32(0), SMALL.replace(arrival_rate=0.37, invalid_penalty=2.5))
     jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6),
                            out[1], plain[1])
     keys = jax.random.split(key, 3)
     _, states = jax.jit(jax.vmap(vte.reset, (0, None)), static_argnums=1)(keys, SMALL)
     batched = jax.vmap(vte.step, (0, 0, None, None))(keys, states, 1, SMALL)
     for s in range(3):
-        one = env.step(keys[s], jax.tree_util.tree_map(lambda x: x[s], states), jnp.int32(1), SMALL)
+        one = plain_step(keys[s], jax.tree_util.tree_map(lambda x: x[s], states), jnp.int32(1), SMALL)
         np.testing.assert_allclose(np.asarray(batched[2][s]), np.asarray(one[2]), rtol=1e-6)
     assert callable(vte.heuristics.ALL["kube_default"])
 

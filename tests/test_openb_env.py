@@ -36,11 +36,12 @@ def test_reset_and_step_shapes_masks_and_vmap(params):
     mask = np.asarray(obs.action_mask)
     assert mask[:-1].any() and not mask[-1]                     # a node fits: no "cannot place"
     keys = jax.random.split(jax.random.PRNGKey(1), 6)
-    obs_b, states = jax.vmap(oenv.reset, (0, None))(keys, params)
+    # Compiled here (eager equals jitted for both environments: tests/test_contract.py).
+    obs_b, states = jax.jit(jax.vmap(oenv.reset, (0, None)))(keys, params)
     actions = jnp.argmax(obs_b.action_mask, axis=-1).astype(jnp.int32)
-    out = jax.vmap(oenv.step, (0, 0, 0, None))(keys, states, actions, params)
+    out = jax.jit(jax.vmap(oenv.step, (0, 0, 0, None)))(keys, states, actions, params)
     for s in range(6):
-        one = oenv.step(keys[s], jax.tree_util.tree_map(lambda x: x[s], states), actions[s], params)
+        one = STEP(keys[s], jax.tree_util.tree_map(lambda x: x[s], states), actions[s], params)
         np.testing.assert_array_equal(np.asarray(one[2]), np.asarray(out[2][s]))
         np.testing.assert_array_equal(np.asarray(one[0].nodes), np.asarray(out[0].nodes[s]))
     assert np.isfinite(np.asarray(out[0].nodes)).all()

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import vte
+from tests.conftest import FAST_COMPILE
 from tests.test_train import BIG, PPO_RUN, RESET, TINY
 from train import imitate, ppo
 from vte import checkpoint as ckpt
@@ -53,8 +54,8 @@ FOUR_DEVICES = textwrap.dedent("""
 
 def _launch(argv, devices, log):
     """Run python `argv` on `devices` forced CPU devices, its output to the file `log`."""
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices} "
-                                      "--xla_backend_optimization_level=0"}
+    env = {**os.environ, "XLA_FLAGS": " ".join(
+        [f"--xla_force_host_platform_device_count={devices}", *FAST_COMPILE])}
     with open(log, "w") as f:
         return subprocess.Popen([sys.executable] + argv, cwd=ROOT, env=env, stdout=f,
                                 stderr=subprocess.STDOUT)
