@@ -33,6 +33,7 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--num-nodes", type=int, default=16)
     p.add_argument("--total-timesteps", type=int, default=2_000_000)
+    p.add_argument("--num-envs", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lr", type=float, default=3e-4)
     args = p.parse_args(argv)
@@ -40,10 +41,10 @@ def main(argv=None) -> dict:
     params = vte.EnvParams(num_nodes=args.num_nodes)
     env = ClusterEnv(params, observation="flat", step_api="legacy")     # the vte line
     algo = PPO.create(env=env, env_params=env.default_params,
-                      total_timesteps=args.total_timesteps, num_envs=64, num_steps=128,
+                      total_timesteps=args.total_timesteps, num_envs=args.num_envs, num_steps=128,
                       num_epochs=4, num_minibatches=8, learning_rate=args.lr,
                       max_grad_norm=0.5, gamma=0.0, gae_lambda=0.95, ent_coef=0.01,
-                      eval_freq=max(args.total_timesteps // 4, 64 * 128),
+                      eval_freq=max(args.total_timesteps // 4, args.num_envs * 128),
                       agent_kwargs={"activation": "tanh", "hidden_layer_sizes": (128, 128)})
     start = time.perf_counter()
     train_state, (lengths, returns) = jax.block_until_ready(
