@@ -126,7 +126,7 @@ def test_sub_clusters_scale_the_workload(trace):
         demand = int(np.sum(np.asarray(sub.pods.num_gpus[w]) * np.asarray(sub.pods.gpu_milli[w])))
         cluster_milli = int(np.sum(np.asarray(sub.nodes.num_gpus[w]))) * 1000
         assert demand <= 1.3 * cluster_milli
-    _, state = oenv.reset(jax.random.PRNGKey(0), sub)
+    _, state = RESET(jax.random.PRNGKey(0), sub)
     assert state.nodes.gpu_free.shape == (8, 5)
     with pytest.raises(ValueError, match="subset=0 is invalid"):
         oenv.make_params(nodes, pods, seeds=[1], subset=0)

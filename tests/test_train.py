@@ -506,7 +506,7 @@ def test_the_extra_actions_are_the_policy_samples_with_their_rewards():
     init, _ = ppo.make_update(config)
     from train.envs import make_env
     env = make_env(config)
-    runner = init(jax.random.PRNGKey(0))
+    runner = jax.jit(init)(jax.random.PRNGKey(0))
     _, (traj, _) = jax.jit(lambda r: core.collect(env, env.network, r, config,
                                                   samples_per_state=5))(runner)
     assert traj.group_action.shape == (3, 8, 5)

@@ -91,7 +91,7 @@ def test_the_learned_policy_in_the_replay_is_the_environment_driven_by_it(trace_
     pods = vte.openb.load_pods(pod_file, nodes)
     params = oenv.make_params(nodes, pods, seeds=[42])
     net = OpenBNet(hidden=8)
-    obs, state = oenv.reset(jax.random.PRNGKey(0), params)
+    obs, state = jax.jit(oenv.reset)(jax.random.PRNGKey(0), params)
     variables = net.init(jax.random.PRNGKey(3), obs)
     step = jax.jit(oenv.step_env)
     used = []
@@ -108,7 +108,7 @@ def test_the_learned_policy_in_the_replay_is_the_environment_driven_by_it(trace_
     np.testing.assert_array_equal(log.used[0][:n], used)
     assert int((log.valid & ~log.placed).sum()) == int(state.failed)
     # Equivariance: the nodes in another order give the scores in that order.
-    obs, state = oenv.reset(jax.random.PRNGKey(0), params)
+    obs, state = jax.jit(oenv.reset)(jax.random.PRNGKey(0), params)
     perm = np.random.default_rng(0).permutation(params.num_nodes)
     logits, _ = net.apply(variables, obs)
     permuted = obs.replace(nodes=obs.nodes[perm], action_mask=jnp.concatenate(
@@ -234,7 +234,7 @@ def test_the_preference_teacher_is_fgd_at_zero_and_pwr_at_one(trace_files):
     pods = vte.openb.load_pods(pod_file, nodes)
     params = oenv.make_params(nodes, pods, seeds=[42])
     assert [int(power.preference_weight(x)) for x in (0.0, 0.5, 1.0)] == [0, 31, 1000]
-    _, one_state = oenv.reset(jax.random.PRNGKey(0), params)
+    _, one_state = jax.jit(oenv.reset)(jax.random.PRNGKey(0), params)
     fgd = oenv.policy_action(power.policy_by_name("fgd", nodes.models))
     pwr = oenv.policy_action(power.policy_by_name("pwr", nodes.models))
     actions = jax.jit(lambda s: [preference_mix(None, s.replace(power_weight=jnp.float32(x)),
