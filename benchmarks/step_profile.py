@@ -4,6 +4,14 @@ summed per function of `vte` that produced it.
 
     python benchmarks/step_profile.py                       # 4096 environments x 64 nodes
     python benchmarks/step_profile.py --num-envs 1024 --num-nodes 256 --top 40
+    python benchmarks/step_profile.py --program ppo --out benchmarks/results/profile_ppo.json
+    python benchmarks/step_profile.py --program imitate --out benchmarks/results/profile_imitate.json
+
+`--program ppo` (or `imitate`) profiles one training update of `train/ppo.py` (or
+`train/imitate.py`) instead, with the trainer's defaults but `--num-envs` and
+`--num-nodes`: collection (environment, observation, network forward, the all-actions
+scoring), the gradient steps (forward and backward, marked "(backward)") and the optimizer,
+attributed to the functions of `vte` and `train`.
 
 Prints the wall time per step (timed without the profiler), the number of XLA operations
 per step and two tables: operation time per `vte` function, and the slowest operations
@@ -52,6 +60,8 @@ _CALLS = re.compile(r"(?:calls|to_apply|body|condition)=%([\w.\-]+)")
 _BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
 TOP_OPS_SAVED = 100
 OTHER = "(no vte frame: the benchmark loop, loop control, scan carries)"
+BACKWARD = " (backward)"
+PROGRAMS = ("env", "ppo", "imitate")   # appended to the function of an operation of a gradient
 
 
 class Instruction(NamedTuple):
@@ -72,9 +82,12 @@ def _table(text: str, name: str) -> dict[int, str]:
 
 class Hlo:
     """The instructions of a compiled module's text (`Compiled.as_text()`): shape, opcode,
-    called computations and the `vte` function each comes from (through its stack frame)."""
+    called computations and the function of `packages` (directory names: `vte`, and `train`
+    for a training update) each comes from, through its stack frame; an operation of a
+    gradient (a transpose in its op_name) gets its forward function's name + BACKWARD."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, packages: tuple[str, ...] = ("vte",)):
+        self.packages = packages
         header = re.match(r"HloModule ([\w.\-]+)", text)
         self.module = header.group(1) if header else None
         files = {k: v.strip('"') for k, v in _table(text, "FileNames").items()}
@@ -102,6 +115,8 @@ class Hlo:
                 continue
             frame = re.search(r"stack_frame_id=(\d+)", line)
             source = self._source(int(frame.group(1))) if frame else None
+            if source is not None and re.search(r'op_name="[^"]*transpose\(', line):
+                source += BACKWARD   # a gradient's operation: the forward's frames
             calls = _CALLS.findall(line)
             for branches in _BRANCHES.findall(line):
                 calls += re.findall(r"%([\w.\-]+)", branches)
@@ -112,17 +127,19 @@ class Hlo:
         self._members = members
 
     def _source(self, frame: int) -> str | None:
-        """The innermost frame inside the vte package, as "vte/module.py:function", walking
-        from `frame` to its callers (a frame's `parent_frame_id` is its caller's id plus
-        one, so 1 for an outermost frame)."""
+        """The innermost frame inside one of `packages` (directory names, e.g. "vte"), as
+        "vte/module.py:function" ("vte/openb/env.py:step" in a subpackage), walking from
+        `frame` to its callers (a frame's `parent_frame_id` is its caller's id plus one, so
+        1 for an outermost frame)."""
         seen = set()
         while frame in self._frames and frame not in seen:
             seen.add(frame)
             location, parent = self._frames[frame]
             path, func = self._locations.get(location, ("?", "?"))
             parts = path.replace("\\", "/").split("/")
-            if len(parts) >= 2 and parts[-2] == "vte":
-                return f"vte/{parts[-1]}:{func}"
+            for i in range(len(parts) - 2, max(len(parts) - 4, -1), -1):   # 1-2 levels up
+                if parts[i] in self.packages:
+                    return f"{'/'.join(parts[i:])}:{func}"
             frame = parent - 1
         return None
 
@@ -176,6 +193,75 @@ def self_times(events: list[dict]) -> collections.Counter:
     return out
 
 
+
+def trace(run, text: str, artifacts_dir: str, packages: tuple[str, ...] = ("vte",)):
+    """Runs `run()` (a call of the compiled program whose text is `text`; it returns an
+    array to wait for) once under `jax.profiler`, its trace under `artifacts_dir`/trace.
+    Returns (Hlo, self time in µs per operation, runs per operation) of that program."""
+    trace_dir = os.path.join(artifacts_dir, "trace")
+    started = time.time()
+    with jax.profiler.trace(trace_dir):
+        jax.block_until_ready(run())
+    traces = [p for p in glob.glob(os.path.join(trace_dir, "**", "*.trace.json.gz"),
+                                   recursive=True) if os.path.getmtime(p) >= started - 1]
+    if not traces:
+        raise RuntimeError(f"jax.profiler wrote no *.trace.json.gz under {trace_dir}")
+    with gzip.open(max(traces, key=os.path.getmtime)) as f:
+        events = json.load(f)["traceEvents"]
+    hlo = Hlo(text, packages)
+    events = module_events(events, hlo)
+    if not events:
+        raise RuntimeError(f"the trace holds no operation of {hlo.module}; "
+                           f"was the program compiled for another device?")
+    return hlo, self_times(events), collections.Counter(e["name"] for e in events)
+
+
+def by_function(hlo: Hlo, times: collections.Counter, counts: collections.Counter) -> dict:
+    """function -> [µs, operations run] over the traced program."""
+    groups = collections.defaultdict(lambda: [0.0, 0])
+    for name, us in times.items():
+        g = groups[hlo.source(name)]
+        g[0] += us
+        g[1] += counts[name]
+    return groups
+
+
+
+def tables(hlo: Hlo, times: collections.Counter, counts: collections.Counter, runs: int,
+           unit: str, top: int) -> dict:
+    """The result's operation tables, in ms (and operations) per `unit` of the traced
+    program, which ran `runs` of them: the total, per function, and the slowest operations
+    (at least TOP_OPS_SAVED)."""
+    op_us = sum(times.values())
+
+    def ms(us):
+        return us / runs / 1000.0
+
+    return {
+        f"op_ms_per_{unit}": ms(op_us),
+        f"ops_per_{unit}": sum(counts.values()) / runs,
+        "by_function": [
+            {"function": src, f"ms_per_{unit}": ms(us), "share": us / op_us,
+             f"ops_per_{unit}": n / runs}
+            for src, (us, n) in sorted(by_function(hlo, times, counts).items(),
+                                       key=lambda kv: -kv[1][0])],
+        "top_ops": [
+            {"op": name, "opcode": hlo.instructions[name][1],
+             "shape": hlo.instructions[name][0], "out_bytes": hlo.out_bytes(name),
+             "function": hlo.source(name), f"ms_per_{unit}": ms(us),
+             f"runs_per_{unit}": counts[name] / runs}
+            for name, us in times.most_common(max(TOP_OPS_SAVED, top))],
+    }
+
+
+def _write(result: dict, out: str) -> dict:
+    if os.path.dirname(out):
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
 def profile(num_envs: int, num_nodes: int, steps: int, repeats: int, out: str,
             artifacts_dir: str, top: int = TOP_OPS_SAVED) -> dict:
     """Time `repeats` environment-only rollouts of `steps` decisions over `num_envs`
@@ -194,86 +280,103 @@ def profile(num_envs: int, num_nodes: int, steps: int, repeats: int, out: str,
     state, mask, timing = time_rollout(rollout, state, mask, repeats)
     wall = timing.repeat_s
 
-    trace_dir = os.path.join(artifacts_dir, "trace")
     key = jax.random.PRNGKey(10_000)   # made before tracing: only the rollout is traced
-    started = time.time()
-    with jax.profiler.trace(trace_dir):
-        state, mask, total = rollout(state, mask, key)
-        total.block_until_ready()
-    traces = [p for p in glob.glob(os.path.join(trace_dir, "**", "*.trace.json.gz"),
-                                   recursive=True) if os.path.getmtime(p) >= started - 1]
-    if not traces:
-        raise RuntimeError(f"jax.profiler wrote no *.trace.json.gz under {trace_dir}")
-    with gzip.open(max(traces, key=os.path.getmtime)) as f:
-        events = json.load(f)["traceEvents"]
-
-    hlo = Hlo(text)
-    events = module_events(events, hlo)
-    if not events:
-        raise RuntimeError(f"the trace holds no operation of {hlo.module}; "
-                           f"was the rollout compiled for another device?")
-    times = self_times(events)
-    counts = collections.Counter(e["name"] for e in events)
-    op_us = sum(times.values())
-    groups = collections.defaultdict(lambda: [0.0, 0])
-    for name, us in times.items():
-        g = groups[hlo.source(name)]
-        g[0] += us
-        g[1] += counts[name]
-
-    def per_step(us):   # µs in the traced scan -> ms per step
-        return us / steps / 1000.0
+    hlo, times, counts = trace(lambda: rollout(state, mask, key)[2], text, artifacts_dir)
 
     median = statistics.median(wall)
     result = {
         "machine": machine(),
         "argv": sys.argv[1:],
+        "program": "environment rollout", "unit": "step",
         "num_envs": num_envs, "num_nodes": num_nodes, "steps": steps,
         "steps_per_scan_iteration": ROLLOUT_UNROLL,
         "wall_ms_per_step": median / steps * 1000.0,
         "decisions_per_s": num_envs * steps / median,
         "wall_repeat_s": wall,
-        "op_ms_per_step": per_step(op_us),
-        "ops_per_step": sum(counts.values()) / steps,
-        "by_function": [
-            {"function": src, "ms_per_step": per_step(us), "share": us / op_us,
-             "ops_per_step": n / steps}
-            for src, (us, n) in sorted(groups.items(), key=lambda kv: -kv[1][0])],
-        "top_ops": [
-            {"op": name, "opcode": hlo.instructions[name][1],
-             "shape": hlo.instructions[name][0], "out_bytes": hlo.out_bytes(name),
-             "function": hlo.source(name), "ms_per_step": per_step(us),
-             "runs_per_step": counts[name] / steps}
-            for name, us in times.most_common(max(TOP_OPS_SAVED, top))],
+        **tables(hlo, times, counts, steps, "step", top),
     }
-    if os.path.dirname(out):
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(result, f, indent=1)
-    return result
+    return _write(result, out)
+
+
+
+def profile_update(algorithm: str, num_envs: int, num_nodes: int, repeats: int, out: str,
+                   artifacts_dir: str, top: int = TOP_OPS_SAVED) -> dict:
+    """One training update of `train/ppo.py` or `train/imitate.py` (`algorithm`), with its
+    defaults but `num_envs` and `num_nodes`, one seed: timed `repeats` times, then traced
+    once. Its operations are attributed to functions of `vte` and `train` (the backward
+    pass of a function as "... (backward)"). Times in the result are ms per update."""
+    from train import imitate, ppo
+    from train.config import ImitateConfig, PPOConfig
+    module, config = {"ppo": (ppo, PPOConfig), "imitate": (imitate, ImitateConfig)}[algorithm]
+    config = config(num_envs=num_envs, num_nodes=num_nodes)
+    init, update = module.make_update(config)
+    runner = jax.jit(init)(jax.random.PRNGKey(0))
+    start = time.perf_counter()
+    compiled = jax.jit(update).lower(runner).compile()
+    compile_s = time.perf_counter() - start
+    text = compiled.as_text()
+    os.makedirs(artifacts_dir, exist_ok=True)
+    with open(os.path.join(artifacts_dir, f"{algorithm}_update.hlo.txt"), "w") as f:
+        f.write(text)
+    runner, metrics = jax.block_until_ready(compiled(runner))     # first run
+    wall = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        runner, metrics = jax.block_until_ready(compiled(runner))
+        wall.append(time.perf_counter() - start)
+    hlo, times, counts = trace(lambda: compiled(runner), text, artifacts_dir, ("vte", "train"))
+    median = statistics.median(wall)
+    decisions = config.num_envs * config.num_steps
+    result = {
+        "machine": machine(),
+        "argv": sys.argv[1:],
+        "program": f"{algorithm} update", "unit": "update",
+        "num_envs": config.num_envs, "num_nodes": config.num_nodes,
+        "num_steps": config.num_steps, "update_epochs": config.update_epochs,
+        "num_minibatches": config.num_minibatches, "hidden": config.hidden,
+        "compile_s": compile_s,
+        "wall_ms_per_update": median * 1000.0,
+        "decisions_per_s": decisions / median,
+        "wall_repeat_s": wall,
+        **tables(hlo, times, counts, 1, "update", top),
+    }
+    return _write(result, out)
 
 
 def report(result: dict, top: int) -> None:
-    """Print the header line and the first `top` rows of both tables of `profile`'s result."""
-    print(f"# {result['num_envs']} environments x {result['num_nodes']} nodes, "
-          f"{result['steps']} steps ({result['steps_per_scan_iteration']} per scan iteration); "
-          f"{result['machine']['backend']} {result['machine']['device']}, "
-          f"jax {result['machine']['jax']}")
-    print(f"wall {result['wall_ms_per_step']:.2f} ms/step ({result['decisions_per_s']:,.0f} "
-          f"decisions/s, without the profiler); XLA operations {result['ops_per_step']:.0f} "
-          f"per step, {result['op_ms_per_step']:.2f} ms/step of thread time under the profiler")
-    print(f"\n{'ms/step':>8} {'share':>6} {'ops/step':>8}  function")
+    """Print the header line and the first `top` rows of both tables of `profile`'s or
+    `profile_update`'s result."""
+    unit = result.get("unit", "step")
+    m = result["machine"]
+    if unit == "step":
+        print(f"# {result['num_envs']} environments x {result['num_nodes']} nodes, "
+              f"{result['steps']} steps ({result['steps_per_scan_iteration']} per scan "
+              f"iteration); {m['backend']} {m['device']}, jax {m['jax']}")
+    else:
+        print(f"# one {result['program']}: {result['num_envs']} environments x "
+              f"{result['num_nodes']} nodes x {result['num_steps']} steps, "
+              f"{result['update_epochs']} epochs of {result['num_minibatches']} minibatches, "
+              f"hidden {result['hidden']}; {m['backend']} {m['device']}, jax {m['jax']}")
+    print(f"wall {result[f'wall_ms_per_{unit}']:.2f} ms/{unit} ({result['decisions_per_s']:,.0f} "
+          f"decisions/s, without the profiler); XLA operations {result[f'ops_per_{unit}']:.0f} "
+          f"per {unit}, {result[f'op_ms_per_{unit}']:.2f} ms/{unit} of thread time under the "
+          f"profiler")
+    print(f"\n{'ms/' + unit:>9} {'share':>6} {'ops/' + unit:>10}  function")
     for g in result["by_function"][:top]:
-        print(f"{g['ms_per_step']:8.3f} {100 * g['share']:5.1f}% {g['ops_per_step']:8.1f}  "
+        print(f"{g[f'ms_per_{unit}']:9.3f} {100 * g['share']:5.1f}% {g[f'ops_per_{unit}']:10.1f}  "
               f"{g['function']}")
-    print(f"\n{'ms/step':>8}  {'operation':32s} {'output':34s} function")
+    print(f"\n{'ms/' + unit:>9}  {'operation':32s} {'output':34s} function")
     for op in result["top_ops"][:top]:
         shape = op["shape"] if len(op["shape"]) <= 34 else op["shape"][:31] + "..."
-        print(f"{op['ms_per_step']:8.3f}  {op['op'][:32]:32s} {shape:34s} {op['function']}")
+        print(f"{op[f'ms_per_{unit}']:9.3f}  {op['op'][:32]:32s} {shape:34s} {op['function']}")
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--program", choices=PROGRAMS, default="env",
+                   help="what to profile: the environment-only rollout (env), or one training "
+                        "update of train/ppo.py (ppo) or train/imitate.py (imitate) with "
+                        "their defaults but --num-envs and --num-nodes")
     p.add_argument("--num-envs", type=int, default=4096)
     p.add_argument("--num-nodes", type=int, default=64)
     p.add_argument("--steps", type=int, default=16, help="decisions in the profiled scan")
@@ -295,10 +398,19 @@ def parse_args(argv):
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    result = profile(args.num_envs, args.num_nodes, args.steps, args.repeats, args.out,
-                     args.artifacts_dir, args.top)
+    if args.program == "env":
+        result = profile(args.num_envs, args.num_nodes, args.steps, args.repeats, args.out,
+                         args.artifacts_dir, args.top)
+        hlo = "step.hlo.txt"
+    else:
+        try:
+            result = profile_update(args.program, args.num_envs, args.num_nodes, args.repeats,
+                                    args.out, args.artifacts_dir, args.top)
+        except ValueError as err:      # the trainer's own check of its configuration
+            raise SystemExit(f"step_profile.py: error: {err}")
+        hlo = f"{args.program}_update.hlo.txt"
     report(result, args.top)
-    print(f"\nwrote {args.out}, and step.hlo.txt and trace/ under {args.artifacts_dir}")
+    print(f"\nwrote {args.out}, and {hlo} and trace/ under {args.artifacts_dir}")
     return result
 
 

@@ -2,7 +2,6 @@
 
 import json
 import os
-import sys
 
 import pytest
 
@@ -193,6 +192,35 @@ def test_profile_reads_call_stacks_and_attributes_fusions_by_majority():
     assert hlo.source("fusion") == "vte/scoring.py:measure"
     assert hlo.source("copy") == step_profile.OTHER
     assert hlo.out_bytes("tuple") == 32
+
+
+def test_profile_reads_the_train_package_and_marks_gradient_operations():
+    from benchmarks import step_profile
+    # The training loop's frame counts once `train` is one of the packages.
+    assert step_profile.Hlo(_HLO, ("vte", "train")).source("copy") == "train/loop.py:body"
+    # An operation of a gradient (a transpose in its op_name) is its function's backward.
+    hlo = step_profile.Hlo(_HLO.replace('op_name="mul"', 'op_name="jit(f)/transpose(jvp(g))/mul"'))
+    assert hlo.instructions["b"].source == "vte/scoring.py:measure" + step_profile.BACKWARD
+    assert hlo.instructions["a"].source == "vte/scoring.py:measure"
+
+
+def test_profile_of_a_ppo_update_names_its_phases(tmp_path):
+    from benchmarks import step_profile
+    result = step_profile.main(["--program", "ppo", "--num-envs", "32", "--num-nodes", "8",
+                                "--repeats", "1", "--top", "3", "--out", str(tmp_path / "u.json"),
+                                "--artifacts-dir", str(tmp_path)])
+    assert json.loads((tmp_path / "u.json").read_text())["by_function"] == result["by_function"]
+    assert result["unit"] == "update" and result["wall_ms_per_update"] > 0
+    assert result["decisions_per_s"] == pytest.approx(32 * result["num_steps"]
+                                                      / (result["wall_ms_per_update"] / 1000))
+    functions = {g["function"] for g in result["by_function"]}
+    # Collection (the trainer's loop, the environment), the network and its gradient.
+    assert any(f.startswith("train/") for f in functions)
+    assert any(f.startswith("vte/scoring.py") for f in functions)
+    assert any(f.startswith("vte/network.py") and f.endswith(step_profile.BACKWARD)
+               for f in functions)
+    assert sum(g["share"] for g in result["by_function"]) == pytest.approx(1.0)
+    assert "HloModule" in (tmp_path / "ppo_update.hlo.txt").read_text()[:200]
 
 
 def test_profile_self_times_subtract_nested_operations_of_the_same_program():
