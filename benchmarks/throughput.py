@@ -21,6 +21,7 @@ cluster size. `--no-env`, `--no-policy` and an empty `--ppo-envs` leave sections
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -140,15 +141,20 @@ def measure_ppo(num_nodes: int, num_envs: int, updates: int, repeats: int) -> di
             "env_steps_per_s": steps / median, "median_s": median, **timing.row()}
 
 
+@functools.lru_cache(maxsize=None)
+def bytes_per_env(params: vte.EnvParams) -> tuple[int, int]:
+    """Bytes of one environment's (state, observation): shapes only, nothing allocated,
+    from one trace of `vte.reset` per params."""
+    obs, state = jax.eval_shape(lambda k: vte.reset(k, params), jax.random.PRNGKey(0))
+
+    def size(tree):
+        return int(sum(np.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(tree)))
+    return size(state), size(obs)
+
+
 def state_bytes_per_env(params: vte.EnvParams) -> int:
-    """Bytes of one environment's state (shapes only, nothing allocated)."""
-    shapes = jax.eval_shape(lambda k: vte.reset(k, params)[1], jax.random.PRNGKey(0))
-    return int(sum(np.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(shapes)))
-
-
-def obs_bytes_per_env(params: vte.EnvParams) -> int:
-    shapes = jax.eval_shape(lambda k: vte.reset(k, params)[0], jax.random.PRNGKey(0))
-    return int(sum(np.prod(x.shape) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(shapes)))
+    """Bytes of one environment's state (`bytes_per_env`)."""
+    return bytes_per_env(params)[0]
 
 
 class Timing(NamedTuple):
@@ -449,9 +455,8 @@ def main(argv=None):
                   f"{r['first_run_s']:>10.2f}",
                   flush=True)
 
-    memory += [{"num_nodes": n, "queue_len": k,
-                "state_bytes_per_env": state_bytes_per_env(vte.EnvParams(num_nodes=n, queue_len=k)),
-                "obs_bytes_per_env": obs_bytes_per_env(vte.EnvParams(num_nodes=n, queue_len=k))}
+    memory += [dict(zip(("num_nodes", "queue_len", "state_bytes_per_env", "obs_bytes_per_env"),
+                        (n, k, *bytes_per_env(vte.EnvParams(num_nodes=n, queue_len=k)))))
                for n in (16, 64, 256, 1024) for k in (4, 8, 32)]
     print("\n# memory: bytes per environment")
     print(f"{'nodes':>6} {'queue':>6} {'state':>10} {'obs':>10}")
