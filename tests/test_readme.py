@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_train import PPO_RUN
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 # (text in the README, the same at test size)
@@ -26,9 +28,9 @@ SMALLER = [
      "queue_len=4, episode_len=6, hidden=16)"),
 ]
 
-TINY_RUN = ["--num-nodes", "8", "--queue-len", "4", "--episode-len", "6", "--num-envs", "8",
-            "--num-steps", "4", "--num-minibatches", "2", "--hidden", "16",
-            "--total-timesteps", "64", "--eval-episodes", "0"]
+# The main job at test size: test_train's run (2 seeds, 4 updates), whose compiled program
+# the training tests share.
+TINY_RUN = PPO_RUN + ["--eval-episodes", "0"]
 
 
 def python_blocks(text: str) -> list[str]:
