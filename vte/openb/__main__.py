@@ -4,6 +4,7 @@
         --json openb.json --png openb.png
     python -m vte.openb --pods all --policies all --seeds 10 --json results/ --png results/
     python -m vte.openb --policies fgd,best_fit,runs/openb_ppo     # a learned scheduler too
+    python -m vte.openb --policies fgd,plan:fgd,runs/openb_imitate,plan:runs/openb_imitate
     python -m vte.openb --pods default --seeds 10 --power \
         --policies fgd,best_fit,pwr,pwr_fgd:200,pwr_fgd:100,pwr_fgd:50 --json out.json --png out.png
 
@@ -16,7 +17,8 @@ summary.json and overview.png. Finished runs are kept in --cache (an interrupted
 continues where it stopped, a repeated one is instant); --force recomputes them.
 
 Policies: the six published ones, the PWR paper's "pwr" and "pwr_fgd:<a>" (a x PWR +
-(1000 - a) x FGD, `vte.openb.power`), and trained run directories. --power runs the PWR
+(1000 - a) x FGD, `vte.openb.power`), trained run directories, and "plan:" before any of
+those: the lookahead planner over it (`vte.openb.lookahead`, --plan-* settings). --power runs the PWR
 paper's experiment instead (OPENB.md section 11): datacenter power against arrived GPU
 demand, savings against FGD ("fgd" must be among the policies) and GRAR at x = 1.0, beside
 the paper's readings; its JSON and figure (power and savings per policy) go to --json and
@@ -32,6 +34,7 @@ import sys
 
 from vte.rng import SEED_LIMIT
 from vte.files import atomic_write, atomic_write_text, check_output_path
+from vte.openb import lookahead
 from vte.openb.cache import RunCache
 from vte.openb.experiment import (format_summary, format_table, ordering, plot, plot_overview,
                                   run_traces, summary)
@@ -66,16 +69,26 @@ def _check_dir(path: str, flag: str) -> None:
         raise ValueError(f"{flag} {path!r}: the directory {parent!r} does not exist")
 
 
+PLAN = "plan:"      # "plan:<base>": the lookahead planner over a base policy (`lookahead`)
+
+
+def _known(name: str) -> bool:
+    """A published or power policy, a run directory, or plan: over one of those."""
+    if name.startswith(PLAN):
+        name = name[len(PLAN):]
+    return name in POLICIES or parse_name(name) is not None or os.path.isdir(name)
+
+
 def _policies(text: str) -> list[str]:
     """Names of published policies and trained run directories (`train/*.py --env openb`)."""
     names = list(POLICIES) if text == "all" else [p.strip() for p in text.split(",") if p.strip()]
-    unknown = [p for p in names if p not in POLICIES and parse_name(p) is None
-               and not os.path.isdir(p)]
+    unknown = [p for p in names if not _known(p)]
     if unknown or not names:
         raise ValueError(f"--policies {text!r}: unknown {unknown or 'empty list'}; "
                          f"give 'all' or a comma-separated subset of {list(POLICIES)}, 'pwr', "
-                         "'pwr_fgd:<a>' (a integer in [0, 1000]) and run directories of "
-                         "train/ppo.py or train/imitate.py --env openb")
+                         "'pwr_fgd:<a>' (a integer in [0, 1000]), run directories of "
+                         "train/ppo.py or train/imitate.py --env openb, and 'plan:' before "
+                         "any of those (the lookahead planner over it)")
     if len(set(names)) != len(names):
         raise ValueError(f"--policies {text!r} names a policy twice")
     return names
@@ -128,6 +141,15 @@ def main(argv: list[str] | None = None) -> dict:
                         f"here (default {default_cache()}); 'none' keeps nothing")
     parser.add_argument("--force", action="store_true", help="recompute runs already in the cache")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--plan-candidates", type=int, default=4, help="plan:<base>: the "
+                        "base policy's best nodes compared at each pod (default 4)")
+    parser.add_argument("--plan-futures", type=int, default=4, help="plan:<base>: sampled "
+                        "futures per candidate (default 4)")
+    parser.add_argument("--plan-horizon", type=int, default=8, help="plan:<base>: pods per "
+                        "future (default 8)")
+    parser.add_argument("--plan-start", type=float, default=0.0, help="plan:<base>: plan once "
+                        "the arrived GPU demand reaches this fraction of the cluster's GPUs "
+                        "(default 0: every pod)")
     parser.add_argument("--power", action="store_true",
                         help="the PWR paper's power experiment (needs 'fgd' among --policies)")
     args = parser.parse_args(argv)
@@ -143,6 +165,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.chunk < 1:
         raise ValueError(f"--chunk {args.chunk}: must be >= 1")
     policies = _policies(args.policies)
+    plan_settings = lookahead.check_settings(args.plan_candidates, args.plan_futures,
+                                             args.plan_horizon, args.plan_start)
     if args.power and "fgd" not in policies:
         raise ValueError(f"--power --policies {args.policies!r}: 'fgd' must be among them (the "
                          "reference of the savings)")
@@ -157,8 +181,14 @@ def main(argv: list[str] | None = None) -> dict:
     nodes = load_nodes(args.nodes)
     pod_tables = [load_pods(name, nodes) for name in traces]        # every file checked first
 
-    chosen = {name: (_learned(name, max(len(nodes.models), 1)) if os.path.isdir(name)
-                     else policy_by_name(name, nodes.models)) for name in policies}
+    def policy(name):
+        if name.startswith(PLAN):
+            return lookahead.planner(policy(name[len(PLAN):]), *plan_settings)
+        if os.path.isdir(name):
+            return _learned(name, max(len(nodes.models), 1))
+        return policy_by_name(name, nodes.models)
+
+    chosen = {name: policy(name) for name in policies}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     for flag, path in (("--json", args.json), ("--png", args.png)):
         if several and path is not None:

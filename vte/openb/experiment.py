@@ -224,9 +224,10 @@ def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[st
         failed = (log.valid & ~log.placed).sum(axis=1)
         return curves, failed, log.valid.sum(axis=1), time.perf_counter() - t0
 
-    # The longest (FGD, the others' cost several times over) first, so the cheap ones fill
-    # the other cores.
-    order = sorted(todo, key=lambda n: n != "fgd")
+    # The longest (a planner, then FGD, the others' cost several times over) first, so the
+    # cheap ones fill the other cores.
+    order = sorted(todo, key=lambda n: (not getattr(chosen[n], "one_seed_at_a_time", False),
+                                        n != "fgd"))
     seconds = {}
     for name, (curves, failed, submitted, seconds[name]) in replay_concurrently(
             {name: (lambda name=name: replay_policy(name, todo[name])) for name in order},

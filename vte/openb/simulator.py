@@ -50,7 +50,9 @@ def pod_step(policy: Policy, spec: Spec, state: State, pod: Pod, key: jax.Array)
 def _run_chunk(policy: Policy, spec: Spec, state: State, pods: Pod, keys: jax.Array, start: jax.Array,
                power=None):
     """(S,)-batched states, (S, C) pods and (S,) keys -> states and (S, C) logs; with a
-    `power.PowerModel` the logs end with the datacenter's CPU and GPU watts."""
+    `power.PowerModel` the logs end with the datacenter's CPU and GPU watts. A policy with
+    the attribute `one_seed_at_a_time` (`lookahead.planner`) runs its seeds one after
+    another (`lax.map`), unbatched, so that its `lax.cond`s skip the work they guard."""
     def one_seed(state, pods, key):
         def body(state, xs):
             pod, t = xs
@@ -60,6 +62,8 @@ def _run_chunk(policy: Policy, spec: Spec, state: State, pods: Pod, keys: jax.Ar
             return state, out
         steps = start + jnp.arange(pods.valid.shape[0])
         return jax.lax.scan(body, state, (pods, steps))
+    if getattr(policy, "one_seed_at_a_time", False):     # its lax.conds skip work (lookahead)
+        return jax.lax.map(lambda args: one_seed(*args), (state, pods, keys))
     return jax.vmap(one_seed)(state, pods, keys)
 
 

@@ -1,0 +1,146 @@
+"""The lookahead planner (`vte.openb.lookahead`): worked by hand on two-node clusters, the
+base policy itself with one candidate or before `start`, deterministic, under jit and vmap,
+and from the command line."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vte.openb import cluster, lookahead, policies, simulator, workload
+from vte.openb.__main__ import main as openb_main
+from vte.openb.cluster import Typical
+from tests.test_openb import pod, setup, small_nodes, small_trace, with_gpus
+
+
+def most_free(key, state, pod, feasible, spec):
+    """A base policy that spreads: the node with the most free milli-GPU."""
+    del key, feasible
+    return jnp.sum(state.gpu_free, axis=0), cluster.best_fit_gpu(state.gpu_free, pod.gpu_milli)
+
+
+def one_shape(milli):
+    return cluster.with_counts(Typical(
+        cpu_milli=jnp.array([0], jnp.int32), gpu_milli=jnp.array([milli], jnp.int32),
+        num_gpus=jnp.array([1], jnp.int32), model_mask=jnp.array([0], jnp.int32),
+        prob=jnp.array([1.0], jnp.float32)))
+
+
+@pytest.mark.parametrize("future_milli, why", [
+    (1000, "allocation"),      # on n0 the next whole-GPU pod fails: 1000 vs 2000 milli allocated
+    (500, "fragmentation"),    # both allocate 1500; on n1 the end leaves 0 fragment, on n0 500
+])
+def test_planner_worked_by_hand_on_two_nodes(tmp_path, future_milli, why):
+    # n0: one idle GPU; n1: one GPU with 300 milli free. The pod asks 300 milli: spreading
+    # (the base) puts it on n0, the planner on n1.
+    nodes = small_nodes(tmp_path, [("n0", 32000, 65536, 1, "T4"), ("n1", 32000, 65536, 1, "T4")])
+    spec, state = setup(nodes, one_shape(future_milli))
+    state = with_gpus(state, 1, [300])
+    the_pod = pod(milli=300)
+    feasible = cluster.feasible(state, the_pod, spec)
+    key = jax.random.PRNGKey(0)
+    base_scores, _ = most_free(key, state, the_pod, feasible, spec)
+    assert int(cluster.select(base_scores, feasible, state.rank)) == 0
+    plan = lookahead.planner(most_free, candidates=2, futures=1, horizon=1)
+    scores, gpu = jax.jit(plan)(key, state, the_pod, feasible, spec)
+    # The planner's choice scores candidates + 1, the base's order candidates - i elsewhere.
+    assert scores.tolist() == [2, 3], why
+    assert gpu.tolist() == [0, 0]
+    assert int(cluster.select(scores, feasible, state.rank)) == 1
+
+
+def test_planner_with_one_candidate_or_before_start_is_its_base(tmp_path):
+    nodes, pods = small_trace(tmp_path)
+    spec = cluster.make_spec(nodes, workload.typical_pods(pods))
+    works = [workload.build_workload(pods, nodes, s, 1.3) for s in (1, 2)]
+    batch = workload.pod_arrays(pods, works)
+    ranks = np.stack([w.rank for w in works])
+    keys = jax.vmap(jax.random.PRNGKey)(np.array([1, 2], np.uint32))
+    base = simulator.replay(policies.fgd, spec, batch, ranks, keys, chunk=32)
+    for plan in (lookahead.planner(policies.fgd, candidates=1),
+                 lookahead.planner(policies.fgd, candidates=3, futures=2, horizon=2, start=10.0)):
+        log = simulator.replay(plan, spec, batch, ranks, keys, chunk=32)
+        for field in ("placed", "used", "frag"):
+            np.testing.assert_array_equal(getattr(log, field), getattr(base, field))
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    """A planner's replay of two seeds of a 12-node trace, twice; and the base's."""
+    nodes, pods = small_trace(tmp_path_factory.mktemp("plan"), pods=80)
+    spec = cluster.make_spec(nodes, workload.typical_pods(pods))
+    works = [workload.build_workload(pods, nodes, s, 1.3) for s in (3, 4)]
+    batch = workload.pod_arrays(pods, works)
+    ranks = np.stack([w.rank for w in works])
+    keys = jax.vmap(jax.random.PRNGKey)(np.array([3, 4], np.uint32))
+    plan = lookahead.planner(policies.fgd, candidates=3, futures=4, horizon=4)
+    runs = [simulator.replay(plan, spec, batch, ranks, keys, chunk=32) for _ in range(2)]
+    return plan, spec, batch, ranks, keys, runs, simulator.replay(policies.fgd, spec, batch, ranks, keys, chunk=32)
+
+
+def test_planner_replay_is_deterministic_and_differs_from_its_base(planned):
+    plan, spec, batch, ranks, keys, (a, b), base = planned
+    for field in ("placed", "used", "frag"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    assert not np.array_equal(a.used, base.used)            # it decided otherwise somewhere
+    assert (np.diff(a.used, axis=1) >= 0).all() and a.used.max() <= int(spec.total_gpu_milli)
+    assert np.isfinite(a.frag).all()
+
+
+def test_planner_under_vmap_equals_single_calls(planned):
+    plan, spec, batch, ranks, keys, _, _ = planned
+    states = jax.vmap(lambda r: cluster.empty_state(spec, r))(jnp.asarray(ranks))
+    the_pod = jax.tree_util.tree_map(lambda x: x[:, 0], batch)
+    feasible = jax.vmap(cluster.feasible, (0, 0, None))(states, the_pod, spec)
+    together = jax.jit(jax.vmap(plan, (0, 0, 0, 0, None)))(keys, states, the_pod, feasible, spec)
+    single = jax.jit(plan)
+    for s in range(2):
+        one = single(keys[s], *jax.tree_util.tree_map(lambda x: x[s], (states, the_pod, feasible)), spec)
+        for x, y in zip(one, together):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y)[s])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"candidates": 0}, "candidates=0 is invalid: allowed an integer in [1, 64]"),
+    ({"futures": 257}, "futures=257 is invalid: allowed an integer in [1, 256]"),
+    ({"horizon": 2.5}, "horizon=2.5 is invalid"),
+    ({"candidates": True}, "candidates=True is invalid"),
+    ({"start": -0.1}, "start=-0.1 is invalid: allowed a number in [0, 10]"),
+])
+def test_planner_settings_are_checked(kwargs, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        lookahead.planner(policies.fgd, **kwargs)
+
+
+def test_futures_are_drawn_from_the_typical_pods():
+    typ = cluster.with_counts(Typical(
+        cpu_milli=jnp.array([1000, 0], jnp.int32), gpu_milli=jnp.array([250, 1000], jnp.int32),
+        num_gpus=jnp.array([1, 2], jnp.int32), model_mask=jnp.array([0, 3], jnp.int32),
+        prob=jnp.array([0.75, 0.25], jnp.float32)))
+    spec = cluster.Spec(cpu_milli=jnp.zeros(1, jnp.int32), memory_mib=jnp.zeros(1, jnp.int32),
+                        num_gpus=jnp.zeros(1, jnp.int32), model=jnp.zeros(1, jnp.int32),
+                        gpu_exists=jnp.zeros((8, 1), bool), typical=typ)
+    pods = lookahead.sample_futures(jax.random.PRNGKey(1), spec, 64, 64)
+    assert pods.gpu_milli.shape == (64, 64) and bool(pods.valid.all())
+    first = np.asarray(pods.gpu_milli) == 250
+    assert abs(first.mean() - 0.75) < 0.02
+    np.testing.assert_array_equal(np.asarray(pods.num_gpus), np.where(first, 1, 2))
+    np.testing.assert_array_equal(np.asarray(pods.model_mask), np.where(first, 0, 3))
+    np.testing.assert_array_equal(np.asarray(pods.cpu_milli), np.where(first, 1000, 0))
+    assert not np.asarray(pods.memory_mib).any()
+
+
+def test_command_replays_a_planner_beside_its_base_and_checks_its_settings_first(tmp_path):
+    nodes, pods = small_trace(tmp_path)
+    argv = ["--nodes", nodes.path, "--pods", pods.path, "--seeds", "1", "--no-progress",
+            "--cache", "none"]
+    result = openb_main(argv + ["--policies", "fgd,plan:fgd", "--plan-candidates", "2",
+                                "--plan-futures", "2", "--plan-horizon", "3"])
+    rows = result["policies"]
+    assert list(rows) == ["fgd", "plan:fgd"]
+    assert rows["plan:fgd"]["alloc_at_end"]["mean"] > 0 and rows["plan:fgd"]["runs_computed"] == 1
+    for bad, message in ((["--policies", "fgd,plan:tetris"], "unknown \\['plan:tetris'\\]"),
+                         (["--policies", "plan:fgd", "--plan-futures", "0"], "futures=0 is invalid"),
+                         (["--policies", "plan:fgd", "--plan-start", "11"], "start=11.0 is invalid")):
+        with pytest.raises(ValueError, match=message):
+            openb_main(argv + bad)

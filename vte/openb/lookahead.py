@@ -1,0 +1,146 @@
+"""A lookahead planner: a replay policy that simulates possible futures before it decides.
+
+    policy = planner(policies.fgd, candidates=4, futures=16, horizon=16)
+    python -m vte.openb --pods default --policies fgd,plan:fgd --seeds 10
+    python -m vte.openb --pods default --policies fgd,runs/openb_imitate,plan:runs/openb_imitate
+
+At each pod the base policy ranks the feasible nodes; for each of its `candidates` best
+nodes the planner binds the pod there, then replays `futures` sampled sequences of
+`horizon` pods under the base policy, and keeps the candidate with the most milli-GPU
+allocated at the horizon, summed over the futures (OPENB.md section 12). The futures are
+drawn from the trace's pod distribution, FGD's typical pods (`Spec.typical`: the shapes and
+their frequencies), never from the workload's own next pods: the planner sees only what a
+real scheduler sees (the cluster, the pod in hand, the shape statistics FGD already
+assumes). Every candidate is scored on the same futures (common random numbers), so a
+difference between candidates is the placement's, not the draw's.
+
+Ties (the usual case while the cluster has room: every future pod fits whatever the
+candidate) go to the candidate whose futures end with less fragmentation (`State.frag`,
+summed), then to the base policy's order. A sampled future pod asks for no memory (the
+typical pods have no memory field; memory binds almost never on the bundled nodes).
+
+Cost: `candidates x futures x horizon` base-policy steps per planned decision, all
+`candidates x futures` rollouts of a decision in one vmapped call. `start` limits planning
+to the pods submitted once the arrived GPU demand reaches `start` x the cluster's GPUs (the
+base policy decides alone before; a real scheduler knows its own arrivals), and a pod with
+fewer than two feasible nodes is never planned. Both tests are `lax.cond`s, which skip the
+rollouts only when the policy runs unbatched, so the replay runs a planner's seeds one
+after another (`Policy.one_seed_at_a_time`, `simulator.replay`); under `vmap` the planner
+is still correct, only as slow as when it plans every pod.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from vte.openb import cluster
+from vte.openb.cluster import Pod, Spec, State
+from vte.openb.policies import Policy
+
+MAX_FUTURES = 256             # the summed milli-GPU of the futures stays inside int32
+
+
+def _check(name: str, value, low: int, high: int) -> int:
+    if isinstance(value, bool) or int(value) != value or not low <= int(value) <= high:
+        raise ValueError(f"{name}={value!r} is invalid: allowed an integer in [{low}, {high}]")
+    return int(value)
+
+
+def check_settings(candidates, futures, horizon, start) -> tuple[int, int, int, float]:
+    """The planner's settings, checked (ValueError naming the bad one and what is allowed)."""
+    k = _check("candidates", candidates, 1, 64)
+    m = _check("futures", futures, 1, MAX_FUTURES)
+    h = _check("horizon", horizon, 1, 4096)
+    if isinstance(start, bool) or not 0.0 <= float(start) <= 10.0:
+        raise ValueError(f"start={start!r} is invalid: allowed a number in [0, 10] (a fraction "
+                         "of the cluster's GPUs)")
+    return k, m, h, float(start)
+
+
+def sample_futures(key: jax.Array, spec: Spec, futures: int, horizon: int) -> Pod:
+    """(futures, horizon) pods drawn independently from the typical pods' frequencies
+    (`spec.typical.prob`), asking for no memory; all valid."""
+    typ = spec.typical
+    shape = jax.random.categorical(key, jnp.log(typ.prob), shape=(futures, horizon))
+    return Pod(cpu_milli=typ.cpu_milli[shape], memory_mib=jnp.zeros_like(shape, jnp.int32),
+               num_gpus=typ.num_gpus[shape], gpu_milli=typ.gpu_milli[shape],
+               model_mask=typ.model_mask[shape], valid=jnp.ones(shape.shape, bool))
+
+
+def top_nodes(scores: jax.Array, feasible: jax.Array, rank: jax.Array, k: int):
+    """The base policy's `k` best feasible nodes in its own order (`cluster.select`, ties to
+    the smallest rank): ((k,) int32 nodes, (k,) bool valid; False past the feasible ones)."""
+    nodes, valid = [], []
+    left = feasible
+    for _ in range(k):
+        node = cluster.select(scores, left, rank)
+        nodes.append(node)
+        valid.append(left[node])
+        left = left.at[node].set(False)
+    return jnp.stack(nodes), jnp.stack(valid)
+
+
+def planner(base: Policy, candidates: int = 4, futures: int = 16, horizon: int = 16,
+            start: float = 0.0) -> Policy:
+    """`base` with lookahead, as a policy of the replay: `(key, state, pod, feasible, spec)
+    -> (scores, shared_gpu)`.
+
+    candidates: the base policy's best nodes compared (1: the base policy itself, exactly);
+    futures: sampled pod sequences per candidate, in [1, 256]; horizon: pods per sequence;
+    start: plan once the arrived GPU demand is at least `start` x the cluster's GPU milli
+    (0: from the first pod), in [0, 10].
+    scores: (N,) int32, `candidates` + 1 on the planner's choice, `candidates` - i on the
+    base policy's i-th best node otherwise, 0 on every other node; shared_gpu: the base policy's (a shared pod takes the GPU the base would give it).
+    Raises ValueError on a setting outside those ranges."""
+    k, m, h, start = check_settings(candidates, futures, horizon, start)
+    from vte.openb.simulator import pod_step     # the replay imports the policies' module
+
+    def rollout(state: State, pods: Pod, keys: jax.Array, spec: Spec):
+        """Milli-GPU allocated and the cluster's fragmentation after `pods` (H,) under base."""
+        def body(s, xs):
+            pod, key = xs
+            return pod_step(base, spec, s, pod, key)[0], None
+        end, _ = jax.lax.scan(body, state, (pods, keys))
+        return cluster.used_milli(end, spec), jnp.sum(end.frag)
+
+    def policy(key: jax.Array, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
+        k_base, k_future, k_roll = jax.random.split(key, 3)
+        scores, shared_gpu = base(k_base, state, pod, feasible, spec)
+        nodes, valid = top_nodes(scores, feasible, state.rank, k)
+        base_order = jnp.where(jnp.arange(feasible.shape[0])[:, None] == nodes[None], k - jnp.arange(k), 0)
+        base_order = jnp.max(jnp.where(valid[None], base_order, 0), axis=1).astype(jnp.int32)
+        if k == 1:
+            return base_order, shared_gpu
+
+        def plan(_):
+            pods = sample_futures(k_future, spec, m, h)                    # (M, H), shared by candidates
+            keys = jax.random.split(k_roll, m * h).reshape(m, h, -1)
+
+            def candidate(node):
+                after = cluster.submit(cluster.place(state, spec, pod, node, shared_gpu[node],
+                                                     jnp.bool_(True)), pod)
+                used, frag = jax.vmap(rollout, (None, 0, 0, None))(after, pods, keys, spec)
+                return jnp.sum(used), jnp.sum(frag)
+
+            used, frag = jax.vmap(candidate)(nodes)                          # (k,), (k,)
+            # Lexicographic: most allocated, then least fragmentation, then the base's order.
+            low = jnp.iinfo(jnp.int32).min
+            used = jnp.where(valid, used, low)
+            best_used = used == jnp.max(used)
+            frag = jnp.where(best_used, frag, jnp.inf)
+            best = best_used & (frag == jnp.min(frag))
+            chosen = jnp.argmax(best)                                         # first in base order
+            plan_order = jnp.where(jnp.arange(k) == chosen, k + 1, k - jnp.arange(k))
+            on_node = jnp.where((jnp.arange(feasible.shape[0])[:, None] == nodes[None]) & valid[None],
+                                plan_order[None], 0)
+            return jnp.max(on_node, axis=1).astype(jnp.int32)
+
+        go = (state.arrived >= jnp.float32(start) * spec.total_gpu_milli) & (jnp.sum(valid) >= 2)
+        return jax.lax.cond(go, plan, lambda _: base_order, None), shared_gpu
+
+    policy.one_seed_at_a_time = True
+    return policy
+
+
+__all__ = ["planner", "check_settings", "sample_futures", "top_nodes", "MAX_FUTURES"]
