@@ -64,6 +64,47 @@ def test_planner_with_one_candidate_or_before_start_is_its_base(tmp_path):
             np.testing.assert_array_equal(getattr(log, field), getattr(base, field))
 
 
+def _opaque(base):
+    """`base` as a policy the planner cannot see is node-local (its generic path)."""
+    return lambda *args: base(*args)
+
+
+@pytest.mark.parametrize("name", ["fgd", pytest.param("gpu_packing", marks=pytest.mark.slow)])
+def test_node_local_rollouts_choose_exactly_as_full_rescoring(tmp_path, name):
+    nodes, pods = small_trace(tmp_path, pods=50)
+    spec = cluster.make_spec(nodes, workload.typical_pods(pods))
+    works = [workload.build_workload(pods, nodes, 5, 1.3)]
+    batch, ranks = workload.pod_arrays(pods, works), np.stack([w.rank for w in works])
+    keys = jax.vmap(jax.random.PRNGKey)(np.array([5], np.uint32))
+    base = policies.POLICIES[name]
+    assert base in policies.NODE_LOCAL
+    fast, full = (simulator.replay(lookahead.planner(b, candidates=3, futures=3, horizon=5),
+                                   spec, batch, ranks, keys, chunk=64) for b in (base, _opaque(base)))
+    for field in ("placed", "used", "frag"):
+        np.testing.assert_array_equal(getattr(fast, field), getattr(full, field))
+
+
+def test_node_local_policies_score_a_node_from_its_column_alone(tmp_path):
+    nodes, pods = small_trace(tmp_path)
+    spec = cluster.make_spec(nodes, workload.typical_pods(pods))
+    work = workload.build_workload(pods, nodes, 7, 1.3)
+    batch = workload.pod_arrays(pods, [work])
+    state = cluster.empty_state(spec, jnp.asarray(work.rank))
+    step = jax.jit(simulator.pod_step, static_argnums=0)
+    for t in range(30):                                   # a cluster partly filled by Random
+        the_pod = jax.tree_util.tree_map(lambda x: x[0, t], batch)
+        state, _ = step(policies.random, spec, state, the_pod, jax.random.PRNGKey(t))
+    assert 0 < int(cluster.used_milli(state, spec)) < int(spec.total_gpu_milli)
+    key = jax.random.PRNGKey(0)
+    tables, column = (jax.jit(f, static_argnums=0) for f in (lookahead.shape_tables,
+                                                             lookahead.node_column))
+    for base in policies.NODE_LOCAL:
+        whole = tables(base, key, state, spec)
+        for node in range(len(nodes)):
+            for w, c in zip(whole, column(base, key, state, spec, node)):
+                np.testing.assert_array_equal(np.asarray(w)[:, node], np.asarray(c))
+
+
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory):
     """A planner's replay of two seeds of a 12-node trace, twice; and the base's."""

@@ -20,12 +20,17 @@ summed), then to the base policy's order. A sampled future pod asks for no memor
 typical pods have no memory field; memory binds almost never on the bundled nodes).
 
 Cost: `candidates x futures x horizon` base-policy steps per planned decision, all
-`candidates x futures` rollouts of a decision in one vmapped call. `start` limits planning
-to the pods submitted once the arrived GPU demand reaches `start` x the cluster's GPUs (the
-base policy decides alone before; a real scheduler knows its own arrivals), and a pod with
-fewer than two feasible nodes is never planned. Both tests are `lax.cond`s, which skip the
-rollouts only when the policy runs unbatched, so the replay runs a planner's seeds one
-after another (`Policy.one_seed_at_a_time`, `simulator.replay`); under `vmap` the planner
+`candidates x futures` rollouts of a decision in one vmapped call. For a node-local base
+(`policies.NODE_LOCAL`: FGD, DotProd, GpuClustering, GpuPacking: a node's score reads only
+that node) the planner scores every typical shape on every node once per decision
+(`shape_tables`, K x N) and a rollout step then recomputes only the column of the node it
+changed (`node_column`), the same choices at a fraction of the cost; any other base
+(BestFit, the PWR mixes, a network) scores all nodes at every rollout step. `start` limits
+planning to the pods submitted once the arrived GPU demand reaches `start` x the cluster's
+GPUs (the base policy decides alone before; a real scheduler knows its own arrivals), and a
+pod with fewer than two feasible nodes is never planned. Both tests are `lax.cond`s, which
+skip the rollouts only when the policy runs unbatched, so the replay runs a planner's seeds
+one after another (`Policy.one_seed_at_a_time`, `simulator.replay`); under `vmap` the planner
 is still correct, only as slow as when it plans every pod.
 """
 
@@ -36,7 +41,7 @@ import jax.numpy as jnp
 
 from vte.openb import cluster
 from vte.openb.cluster import Pod, Spec, State
-from vte.openb.policies import Policy
+from vte.openb.policies import NODE_LOCAL, Policy
 
 MAX_FUTURES = 256             # the summed milli-GPU of the futures stays inside int32
 
@@ -58,14 +63,51 @@ def check_settings(candidates, futures, horizon, start) -> tuple[int, int, int, 
     return k, m, h, float(start)
 
 
-def sample_futures(key: jax.Array, spec: Spec, futures: int, horizon: int) -> Pod:
-    """(futures, horizon) pods drawn independently from the typical pods' frequencies
-    (`spec.typical.prob`), asking for no memory; all valid."""
+def shape_pods(spec: Spec) -> Pod:
+    """(K,) pods, one per typical shape of `spec.typical`, asking for no memory; all valid."""
     typ = spec.typical
-    shape = jax.random.categorical(key, jnp.log(typ.prob), shape=(futures, horizon))
-    return Pod(cpu_milli=typ.cpu_milli[shape], memory_mib=jnp.zeros_like(shape, jnp.int32),
-               num_gpus=typ.num_gpus[shape], gpu_milli=typ.gpu_milli[shape],
-               model_mask=typ.model_mask[shape], valid=jnp.ones(shape.shape, bool))
+    return Pod(cpu_milli=typ.cpu_milli, memory_mib=jnp.zeros_like(typ.cpu_milli),
+               num_gpus=typ.num_gpus, gpu_milli=typ.gpu_milli, model_mask=typ.model_mask,
+               valid=jnp.ones(typ.cpu_milli.shape, bool))
+
+
+def sample_shapes(key: jax.Array, spec: Spec, futures: int, horizon: int) -> jax.Array:
+    """(futures, horizon) int32 typical-shape indices drawn independently with the typical
+    pods' frequencies (`spec.typical.prob`)."""
+    return jax.random.categorical(key, jnp.log(spec.typical.prob), shape=(futures, horizon))
+
+
+def sample_futures(key: jax.Array, spec: Spec, futures: int, horizon: int) -> Pod:
+    """(futures, horizon) pods of `sample_shapes`' shapes (`shape_pods`)."""
+    shape = sample_shapes(key, spec, futures, horizon)
+    return jax.tree_util.tree_map(lambda x: x[shape], shape_pods(spec))
+
+
+# Per-node fields (node axis last) of the cluster state and spec: a node-local policy's
+# score of node n reads only their column n.
+STATE_COLUMNS = ("cpu_free", "mem_free", "gpu_free", "pods", "classes", "frag", "rank")
+SPEC_COLUMNS = ("cpu_milli", "memory_mib", "num_gpus", "model", "gpu_exists")
+
+
+def _column(tree, fields, node):
+    return tree.replace(**{f: jax.lax.dynamic_slice_in_dim(getattr(tree, f), node, 1, axis=-1)
+                           for f in fields})
+
+
+def shape_tables(base: Policy, key: jax.Array, state: State, spec: Spec):
+    """Every typical shape's base scores, GPUs and feasibility on every node: (K, N) each."""
+    def one(pod):
+        feasible = cluster.feasible(state, pod, spec)
+        return base(key, state, pod, feasible, spec) + (feasible,)
+    return jax.vmap(one)(shape_pods(spec))
+
+
+def node_column(base: Policy, key: jax.Array, state: State, spec: Spec, node):
+    """Column `node` of `shape_tables` ((K,) each), computed on that node alone (K x 1 work
+    instead of K x N); exact for a node-local base only (`policies.NODE_LOCAL`)."""
+    column = shape_tables(base, key, _column(state, STATE_COLUMNS, node),
+                          _column(spec, SPEC_COLUMNS, node))
+    return tuple(c[:, 0] for c in column)
 
 
 def top_nodes(scores: jax.Array, feasible: jax.Array, rank: jax.Array, k: int):
@@ -96,12 +138,41 @@ def planner(base: Policy, candidates: int = 4, futures: int = 16, horizon: int =
     k, m, h, start = check_settings(candidates, futures, horizon, start)
     from vte.openb.simulator import pod_step     # the replay imports the policies' module
 
-    def rollout(state: State, pods: Pod, keys: jax.Array, spec: Spec):
-        """Milli-GPU allocated and the cluster's fragmentation after `pods` (H,) under base."""
-        def body(s, xs):
-            pod, key = xs
-            return pod_step(base, spec, s, pod, key)[0], None
-        end, _ = jax.lax.scan(body, state, (pods, keys))
+    local = base in NODE_LOCAL
+
+    def rollout(state: State, shapes: jax.Array, keys: jax.Array, tables, spec: Spec):
+        """Milli-GPU allocated and the cluster's fragmentation after the typical shapes
+        `shapes` (H,) are submitted under base, from `state` (the pod in hand bound).
+
+        A node-local base reads its scores from `tables`: (`shape_tables` before the pod in
+        hand, (node,) the pod's node, its column after); every node a rollout changes gets
+        its column recomputed and kept in an overlay of H + 1 columns, the later of two for
+        one node winning. Any other base scores every node at every pod (`pod_step`)."""
+        pods = shape_pods(spec)
+        n = state.rank.shape[0]
+        if local:
+            (whole, node, column) = tables
+            touched = jnp.full((h + 1,), n, jnp.int32).at[0].set(node)     # n: empty slot
+            overlay = tuple(jnp.zeros((h + 1,) + c.shape, c.dtype).at[0].set(c) for c in column)
+        else:
+            touched = overlay = None
+
+        def body(carry, xs):
+            s, touched, overlay = carry
+            t, shape, key = xs
+            pod = jax.tree_util.tree_map(lambda x: x[shape], pods)
+            if not local:
+                return (pod_step(base, spec, s, pod, key)[0], touched, overlay), None
+            scores, gpus, feasible = (w[shape].at[touched].set(o[:, shape], mode="drop")
+                                      for w, o in zip(whole, overlay))
+            node = cluster.select(scores, feasible, s.rank)
+            s = cluster.submit(cluster.place(s, spec, pod, node, gpus[node], jnp.any(feasible)), pod)
+            column = node_column(base, key, s, spec, node)
+            touched = jnp.where(touched == node, n, touched).at[t + 1].set(node)
+            overlay = tuple(o.at[t + 1].set(c) for o, c in zip(overlay, column))
+            return (s, touched, overlay), None
+        (end, _, _), _ = jax.lax.scan(body, (state, touched, overlay),
+                                      (jnp.arange(h), shapes, keys))
         return cluster.used_milli(end, spec), jnp.sum(end.frag)
 
     def policy(key: jax.Array, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
@@ -114,13 +185,16 @@ def planner(base: Policy, candidates: int = 4, futures: int = 16, horizon: int =
             return base_order, shared_gpu
 
         def plan(_):
-            pods = sample_futures(k_future, spec, m, h)                    # (M, H), shared by candidates
+            shapes = sample_shapes(k_future, spec, m, h)                   # (M, H), shared by candidates
             keys = jax.random.split(k_roll, m * h).reshape(m, h, -1)
+            tables = shape_tables(base, k_base, state, spec) if local else None
 
             def candidate(node):
                 after = cluster.submit(cluster.place(state, spec, pod, node, shared_gpu[node],
                                                      jnp.bool_(True)), pod)
-                used, frag = jax.vmap(rollout, (None, 0, 0, None))(after, pods, keys, spec)
+                mine = ((tables, node, node_column(base, k_base, after, spec, node))
+                        if local else None)
+                used, frag = jax.vmap(rollout, (None, 0, 0, None, None))(after, shapes, keys, mine, spec)
                 return jnp.sum(used), jnp.sum(frag)
 
             used, frag = jax.vmap(candidate)(nodes)                          # (k,), (k,)
@@ -143,4 +217,5 @@ def planner(base: Policy, candidates: int = 4, futures: int = 16, horizon: int =
     return policy
 
 
-__all__ = ["planner", "check_settings", "sample_futures", "top_nodes", "MAX_FUTURES"]
+__all__ = ["planner", "check_settings", "sample_futures", "sample_shapes", "shape_pods",
+           "shape_tables", "node_column", "top_nodes", "MAX_FUTURES"]

@@ -207,3 +207,10 @@ POLICIES: dict[str, Policy] = {
     "best_fit": best_fit,
     "fgd": fgd,
 }
+
+NODE_LOCAL: frozenset[Policy] = frozenset({dot_product, gpu_clustering, gpu_packing, fgd})
+"""The policies whose score and GPU of a node read only that node's column of the state and
+spec (and the pod): a planner recomputes one column after a placement instead of all
+(`lookahead.node_column`). BestFit and the PWR mixes rescale over the feasible nodes,
+Random draws per call, a network pools over the nodes: not node-local."""
+
