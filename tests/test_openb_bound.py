@@ -126,3 +126,32 @@ def test_the_protocol_points_on_a_bundled_trace():
     # 95.2 / 95.4 % are below it.
     assert 95.4 <= b["100"] <= min(100.0, arrived[k - 1] + 1e-9)
     assert b["100"] <= b["end"] <= 100.0
+
+
+def test_the_replay_command_reports_the_bound_and_each_policys_share_of_the_gap(tmp_path, capsys):
+    from tests.test_openb import small_trace
+    from vte.openb.__main__ import main as openb_main
+    nodes, pods = small_trace(tmp_path)
+    result = openb_main(["--nodes", nodes.path, "--pods", pods.path, "--policies",
+                         "random,fgd", "--seeds", "2", "--no-progress", "--cache", "none",
+                         "--bound"])
+    by_seed = [bound.allocation_bound(pods, nodes, bound_order(pods, nodes, s)) for s in (42, 43)]
+    for p in ("100", "end"):
+        assert result["bound"][p]["per_seed"] == [round(b[p], 3) for b in by_seed]
+        b = float(np.mean([x[p] for x in by_seed]))
+        rows = result["policies"]
+        r, f = rows["random"][f"alloc_at_{p}"]["mean"], rows["fgd"][f"alloc_at_{p}"]["mean"]
+        assert b >= f - 1e-9 and b >= r - 1e-9
+        assert rows["fgd"]["gap_share"]["random"][p] == pytest.approx((f - r) / (b - r), abs=1e-4)
+        assert rows["random"]["gap_share"]["random"][p] == 0.0
+        assert rows["fgd"]["gap_share"]["fgd"][p] == 0.0
+    out = capsys.readouterr().out
+    assert "upper bound (LP" in out and "share of the gap" in out
+    with pytest.raises(ValueError, match="give one of them"):
+        openb_main(["--nodes", nodes.path, "--pods", pods.path, "--bound", "--power",
+                    "--policies", "fgd", "--no-progress"])
+
+
+def bound_order(pods, nodes, seed):
+    from vte.openb.workload import build_workload
+    return build_workload(pods, nodes, seed, 1.3).order

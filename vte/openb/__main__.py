@@ -28,16 +28,17 @@ the paper's readings; its JSON and figure (power and savings per policy) go to -
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
 
 from vte.rng import SEED_LIMIT
 from vte.files import atomic_write, atomic_write_text, check_output_path
-from vte.openb import lookahead
+from vte.openb import bound, lookahead
 from vte.openb.cache import RunCache
 from vte.openb.experiment import (format_summary, format_table, ordering, plot, plot_overview,
-                                  run_traces, summary)
+                                  run_traces, summary, trace_name)
 from vte.openb.policies import POLICIES
 from vte.openb.power import parse_name, policy_by_name
 from vte.openb.trace import TRACES, TraceError, load_nodes, load_pods
@@ -150,6 +151,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--plan-start", type=float, default=0.0, help="plan:<base>: plan once "
                         "the arrived GPU demand reaches this fraction of the cluster's GPUs "
                         "(default 0: every pod)")
+    parser.add_argument("--bound", action="store_true", help="also the upper bound on GPU "
+                        "allocation (`vte.openb.bound`, an LP per seed; needs scipy) and each "
+                        "policy's share of the gap between Random or FGD and it")
     parser.add_argument("--power", action="store_true",
                         help="the PWR paper's power experiment (needs 'fgd' among --policies)")
     args = parser.parse_args(argv)
@@ -170,6 +174,12 @@ def main(argv: list[str] | None = None) -> dict:
     if args.power and "fgd" not in policies:
         raise ValueError(f"--power --policies {args.policies!r}: 'fgd' must be among them (the "
                          "reference of the savings)")
+    if args.bound and importlib.util.find_spec("scipy") is None:
+        raise ValueError("--bound solves a linear program with scipy, which is not installed: "
+                         "pip install scipy")
+    if args.bound and args.power:
+        raise ValueError("--bound measures GPU allocation; --power is the power experiment: "
+                         "give one of them")
     traces = _traces(args.pods)
     several = len(traces) > 1
     for flag, path in (("--json", args.json), ("--png", args.png)):
@@ -197,9 +207,15 @@ def main(argv: list[str] | None = None) -> dict:
     if args.power:
         return _power(args, nodes, traces, pod_tables, chosen, seeds, several)
 
+    by_name = {trace_name(p): p for p in pod_tables}
+
     def write(trace: str, result: dict) -> None:
         """A trace's table and files, as soon as it is done."""
+        if args.bound:
+            bound.attach(result, by_name[trace], nodes)
         print(format_table(result), flush=True)
+        if args.bound:
+            print(bound.format_shares(result), flush=True)
         if args.json is not None:
             target = os.path.join(args.json, f"openb_{trace}.json") if several else args.json
             atomic_write_text(target, json.dumps(result, indent=1))

@@ -132,6 +132,56 @@ def allocation_bound(pods: PodTable, nodes: NodeTable, order: np.ndarray) -> dic
     return out
 
 
+POINTS = ("100", "end")
+REFERENCES = ("random", "fgd")
+
+
+def attach(result: dict, pods: PodTable, nodes: NodeTable) -> dict:
+    """Adds the bound to a replay's result (`experiment.run_grid`; the same pods, nodes,
+    tune and seeds) and returns it: `result["bound"]` the bound per seed and its mean at 100 %
+    and at the end (% of the cluster's GPUs), and in each policy's row `gap_share`: for each
+    of Random and FGD among the policies, (policy - reference) / (bound - reference) of the
+    seed means of GPU allocation at each point (1: it reaches the bound, 0: the reference's
+    level, negative: below it; None where the reference is at the bound already)."""
+    from vte.openb.workload import build_workload
+    per = [allocation_bound(pods, nodes, build_workload(pods, nodes, s, result["tune"]).order)
+           for s in result["seeds"]]
+    mean = {p: float(np.mean([b[p] for b in per])) for p in POINTS}
+    result["bound"] = {p: {"mean": round(mean[p], 3), "per_seed": [round(b[p], 3) for b in per]}
+                       for p in POINTS}
+    rows = result["policies"]
+    for row in rows.values():
+        share = {}
+        for ref in (r for r in REFERENCES if r in rows):
+            share[ref] = {}
+            for p in POINTS:
+                mine, base = row.get(f"alloc_at_{p}"), rows[ref].get(f"alloc_at_{p}")
+                gap = mean[p] - base["mean"] if base else 0.0
+                share[ref][p] = (round((mine["mean"] - base["mean"]) / gap, 4)
+                                 if mine and base and gap > 1e-9 else None)
+        row["gap_share"] = share
+    return result
+
+
+def format_shares(result: dict) -> str:
+    """The bound and each policy's share of the gap to it, as text lines."""
+    from vte.openb.experiment import DISPLAY
+    bound = result["bound"]
+    lines = [f"{'upper bound (LP; no scheduler exceeds it):':<46}{bound['100']['mean']:>16.2f}"
+             f"{'':>39}{bound['end']['mean']:>16.2f}"]
+    refs = [r for r in REFERENCES if r in result["policies"]]
+    if refs:
+        lines.append("share of the gap to the bound closed, from " + " / from ".join(
+            DISPLAY.get(r, r) for r in refs) + ":")
+        for name, row in result["policies"].items():
+            cells = "  ".join(
+                f"@{p} " + " / ".join("-" if row["gap_share"][r][p] is None
+                                      else f"{row['gap_share'][r][p]:+.3f}" for r in refs)
+                for p in POINTS)
+            lines.append(f"  {DISPLAY.get(name, name):<44}{cells}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> dict:
     from vte.openb.trace import load_nodes, load_pods
     from vte.openb.workload import build_workload
@@ -169,4 +219,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["lp_bound", "allocation_bound", "arrived_prefix_100", "main"]
+__all__ = ["lp_bound", "allocation_bound", "arrived_prefix_100", "attach", "format_shares", "main"]
