@@ -144,8 +144,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--plan-candidates", type=int, default=4, help="plan:<base>: the "
                         "base policy's best nodes compared at each pod (default 4)")
-    parser.add_argument("--plan-futures", type=int, default=4, help="plan:<base>: sampled "
-                        "futures per candidate (default 4)")
+    parser.add_argument("--plan-futures", type=int, default=8, help="plan:<base>: sampled "
+                        "futures per candidate (default 8)")
     parser.add_argument("--plan-horizon", type=int, default=8, help="plan:<base>: pods per "
                         "future (default 8)")
     parser.add_argument("--plan-start", type=float, default=0.0, help="plan:<base>: plan once "
