@@ -84,6 +84,7 @@ def test_node_local_rollouts_choose_exactly_as_full_rescoring(tmp_path, name):
         np.testing.assert_array_equal(getattr(fast, field), getattr(full, field))
 
 
+@pytest.mark.slow
 def test_node_local_policies_score_a_node_from_its_column_alone(tmp_path):
     nodes, pods = small_trace(tmp_path)
     spec = cluster.make_spec(nodes, workload.typical_pods(pods))
@@ -128,6 +129,7 @@ def test_planner_replay_is_deterministic_and_differs_from_its_base(planned):
     assert np.isfinite(a.frag).all()
 
 
+@pytest.mark.slow
 def test_planner_under_vmap_equals_single_calls(planned):
     plan, spec, batch, ranks, keys, _, _ = planned
     states = jax.vmap(lambda r: cluster.empty_state(spec, r))(jnp.asarray(ranks))
