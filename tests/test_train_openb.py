@@ -241,3 +241,29 @@ def test_the_preference_teacher_is_fgd_at_zero_and_pwr_at_one(trace_files):
                                                 params) for x in (0.0, 1.0)]
                       + [fgd(None, s, params), pwr(None, s, params)])(one_state)
     assert [int(a) for a in actions[:2]] == [int(a) for a in actions[2:]]
+
+
+@pytest.mark.slow   # compiles the planner
+def test_the_lookahead_teacher_labels_a_state_with_the_planners_node(trace_files):
+    """`--teacher plan_fgd` (distillation of `lookahead.planner(fgd)`): the label is the
+    planner's node on the environment's state."""
+    from vte.openb import cluster, lookahead, policies
+    from vte.openb.registration import TEACHERS
+    from vte.openb.registration import policies as teachers
+    assert "plan_fgd" in TEACHERS
+    node_file, pod_file = trace_files
+    nodes = vte.openb.load_nodes(node_file)
+    params = oenv.make_params(nodes, vte.openb.load_pods(pod_file, nodes), seeds=[42])
+    plan = lookahead.planner(policies.fgd)
+
+    def both(key):
+        _, state = oenv.reset(key, params)
+        pod = oenv.current_pod(state, params)
+        feasible = cluster.feasible(state.nodes, pod, state.cluster)
+        scores, _ = plan(key, state.nodes, pod, feasible, state.cluster)
+        direct = jnp.where(jnp.any(feasible), cluster.select(scores, feasible, state.nodes.rank),
+                           params.num_nodes)
+        return teachers()["plan_fgd"](key, state, params), direct, feasible.sum()
+    labels, direct, choices = jax.jit(jax.vmap(both))(jax.random.split(jax.random.PRNGKey(3), 4))
+    np.testing.assert_array_equal(labels, direct)
+    assert (choices >= 2).any()                    # some label was a real choice

@@ -142,15 +142,17 @@ def main(argv: list[str] | None = None) -> dict:
                         f"here (default {default_cache()}); 'none' keeps nothing")
     parser.add_argument("--force", action="store_true", help="recompute runs already in the cache")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--plan-candidates", type=int, default=4, help="plan:<base>: the "
-                        "base policy's best nodes compared at each pod (default 4)")
-    parser.add_argument("--plan-futures", type=int, default=8, help="plan:<base>: sampled "
-                        "futures per candidate (default 8)")
-    parser.add_argument("--plan-horizon", type=int, default=8, help="plan:<base>: pods per "
-                        "future (default 8)")
-    parser.add_argument("--plan-start", type=float, default=0.0, help="plan:<base>: plan once "
-                        "the arrived GPU demand reaches this fraction of the cluster's GPUs "
-                        "(default 0: every pod)")
+    plan = lookahead.DEFAULTS
+    parser.add_argument("--plan-candidates", type=int, default=plan["candidates"],
+                        help="plan:<base>: the base policy's best nodes compared at each pod "
+                             f"(default {plan['candidates']})")
+    parser.add_argument("--plan-futures", type=int, default=plan["futures"],
+                        help=f"plan:<base>: sampled futures per candidate (default {plan['futures']})")
+    parser.add_argument("--plan-horizon", type=int, default=plan["horizon"],
+                        help=f"plan:<base>: pods per future (default {plan['horizon']})")
+    parser.add_argument("--plan-start", type=float, default=plan["start"],
+                        help="plan:<base>: plan once the arrived GPU demand reaches this "
+                             f"fraction of the cluster's GPUs (default {plan['start']}: every pod)")
     parser.add_argument("--bound", action="store_true", help="also the upper bound on GPU "
                         "allocation (`vte.openb.bound`, an LP per seed; needs scipy) and each "
                         "policy's share of the gap between Random or FGD and it")

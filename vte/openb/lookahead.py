@@ -1,6 +1,6 @@
 """A lookahead planner: a replay policy that simulates possible futures before it decides.
 
-    policy = planner(policies.fgd, candidates=4, futures=16, horizon=16)
+    policy = planner(policies.fgd, candidates=4, futures=8, horizon=8)
     python -m vte.openb --pods default --policies fgd,plan:fgd --seeds 10
     python -m vte.openb --pods default --policies fgd,runs/openb_imitate,plan:runs/openb_imitate
 
@@ -123,8 +123,12 @@ def top_nodes(scores: jax.Array, feasible: jax.Array, rank: jax.Array, k: int):
     return jnp.stack(nodes), jnp.stack(valid)
 
 
-def planner(base: Policy, candidates: int = 4, futures: int = 16, horizon: int = 16,
-            start: float = 0.0) -> Policy:
+DEFAULTS = {"candidates": 4, "futures": 8, "horizon": 8, "start": 0.0}   # `planner`'s, the CLI's
+
+
+def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
+            futures: int = DEFAULTS["futures"], horizon: int = DEFAULTS["horizon"],
+            start: float = DEFAULTS["start"]) -> Policy:
     """`base` with lookahead, as a policy of the replay: `(key, state, pod, feasible, spec)
     -> (scores, shared_gpu)`.
 
@@ -217,5 +221,5 @@ def planner(base: Policy, candidates: int = 4, futures: int = 16, horizon: int =
     return policy
 
 
-__all__ = ["planner", "check_settings", "sample_futures", "sample_shapes", "shape_pods",
+__all__ = ["planner", "DEFAULTS", "check_settings", "sample_futures", "sample_shapes", "shape_pods",
            "shape_tables", "node_column", "top_nodes", "MAX_FUTURES"]

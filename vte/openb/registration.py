@@ -13,7 +13,8 @@ whatever the sub-cluster's size. Imitation learns from one of the six published 
 (`--teacher`, FGD by default) or from `preference_mix`, the PWR+FGD mix whose PWR weight
 follows each episode's power preference (`--power-weight LOW HIGH`: each episode draws its
 preference w uniformly in that range; a = `power.preference_weight(w)`), so that one
-network learns every trade-off from FGD (w = 0) to PWR (w = 1).
+network learns every trade-off from FGD (w = 0) to PWR (w = 1), or from `plan_fgd`, the
+lookahead planner over FGD (`vte.openb.lookahead`: distilling its decisions into the network).
 
 The evaluation of a run (`eval.json`) replays the published seeds 42, 43, ...
 (`--eval-episodes` of them, 10 by default) on the full cluster with
@@ -40,7 +41,7 @@ EVAL_EPISODES = 10          # held-out workloads when --eval-episodes is not giv
 MAKE_WORKLOADS = 16         # workloads of `vte.make("OpenB-v0")` when no seeds are given
 BUNDLED_TRACES = ("default", "gpuspec10", "multigpu20")
 TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd",
-            "preference_mix")
+            "preference_mix", "plan_fgd")
 CONFIG_KEYS = ("num_nodes", "trace", "nodes", "workloads", "tune", "power_weight")
 
 
@@ -131,10 +132,16 @@ def network(hidden: int):
 
 def policies() -> dict:
     """The six published policies as actions of the environment, `(key, state, params) ->
-    action` (`vte.openb.env.policy_action`), and `preference_mix`."""
+    action` (`vte.openb.env.policy_action`), `preference_mix`, and `plan_fgd`: the lookahead
+    planner over FGD at `python -m vte.openb`'s default settings (`lookahead.planner`; it
+    draws its futures from the key, which must be a PRNG key). A trainer labels its
+    environments in one vmapped call, so there the planner plans every decision (its
+    `start` and fewer-than-two-nodes shortcuts apply only unbatched)."""
+    from vte.openb.lookahead import planner
     from vte.openb.policies import POLICIES
     return {**{name: oenv.policy_action(p) for name, p in POLICIES.items()},
-            "preference_mix": preference_mix}
+            "preference_mix": preference_mix,
+            "plan_fgd": oenv.policy_action(planner(POLICIES["fgd"]))}
 
 
 def preference_mix(key, state, params) -> jax.Array:
