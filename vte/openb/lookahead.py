@@ -132,12 +132,14 @@ def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
     """`base` with lookahead, as a policy of the replay: `(key, state, pod, feasible, spec)
     -> (scores, shared_gpu)`.
 
-    candidates: the base policy's best nodes compared (1: the base policy itself, exactly);
+    candidates: the base policy's best nodes compared (1: the base policy itself, exactly,
+    a policy that draws, Random, drawing from a key split off `key`);
     futures: sampled pod sequences per candidate, in [1, 256]; horizon: pods per sequence;
     start: plan once the arrived GPU demand is at least `start` x the cluster's GPU milli
     (0: from the first pod), in [0, 10].
     scores: (N,) int32, `candidates` + 1 on the planner's choice, `candidates` - i on the
-    base policy's i-th best node otherwise, 0 on every other node; shared_gpu: the base policy's (a shared pod takes the GPU the base would give it).
+    base policy's i-th best node otherwise, 0 on every other node; shared_gpu: the base
+    policy's (a shared pod takes the GPU the base would give it).
     Raises ValueError on a setting outside those ranges."""
     k, m, h, start = check_settings(candidates, futures, horizon, start)
     from vte.openb.simulator import pod_step     # the replay imports the policies' module
@@ -180,16 +182,17 @@ def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
         return cluster.used_milli(end, spec), jnp.sum(end.frag)
 
     def policy(key: jax.Array, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
+        # Three keys: the base's draws (Random's), the futures', the rollouts'.
         k_base, k_future, k_roll = jax.random.split(key, 3)
         scores, shared_gpu = base(k_base, state, pod, feasible, spec)
         nodes, valid = top_nodes(scores, feasible, state.rank, k)
-        base_order = jnp.where(jnp.arange(feasible.shape[0])[:, None] == nodes[None], k - jnp.arange(k), 0)
-        base_order = jnp.max(jnp.where(valid[None], base_order, 0), axis=1).astype(jnp.int32)
+        is_candidate = (jnp.arange(feasible.shape[0])[:, None] == nodes[None]) & valid[None]
+        base_order = jnp.max(jnp.where(is_candidate, k - jnp.arange(k), 0), axis=1).astype(jnp.int32)
         if k == 1:
             return base_order, shared_gpu
 
         def plan(_):
-            shapes = sample_shapes(k_future, spec, m, h)                   # (M, H), shared by candidates
+            shapes = sample_shapes(k_future, spec, m, h)        # (M, H), shared by candidates
             keys = jax.random.split(k_roll, m * h).reshape(m, h, -1)
             tables = shape_tables(base, k_base, state, spec) if local else None
 
@@ -198,7 +201,8 @@ def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
                                                      jnp.bool_(True)), pod)
                 mine = ((tables, node, node_column(base, k_base, after, spec, node))
                         if local else None)
-                used, frag = jax.vmap(rollout, (None, 0, 0, None, None))(after, shapes, keys, mine, spec)
+                used, frag = jax.vmap(rollout, (None, 0, 0, None, None))(after, shapes, keys,
+                                                                         mine, spec)
                 return jnp.sum(used), jnp.sum(frag)
 
             used, frag = jax.vmap(candidate)(nodes)                          # (k,), (k,)
@@ -210,9 +214,7 @@ def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
             best = best_used & (frag == jnp.min(frag))
             chosen = jnp.argmax(best)                                         # first in base order
             plan_order = jnp.where(jnp.arange(k) == chosen, k + 1, k - jnp.arange(k))
-            on_node = jnp.where((jnp.arange(feasible.shape[0])[:, None] == nodes[None]) & valid[None],
-                                plan_order[None], 0)
-            return jnp.max(on_node, axis=1).astype(jnp.int32)
+            return jnp.max(jnp.where(is_candidate, plan_order[None], 0), axis=1).astype(jnp.int32)
 
         go = (state.arrived >= jnp.float32(start) * spec.total_gpu_milli) & (jnp.sum(valid) >= 2)
         return jax.lax.cond(go, plan, lambda _: base_order, None), shared_gpu
