@@ -82,7 +82,8 @@ def test_cost_matrix_is_the_step_scoring(small_states):
     k, n = SMALL.queue_len, SMALL.num_nodes
     assert costs.shape == (BATCH, k, n) and feasible.shape == (BATCH, k, n)
     assert costs.dtype == jnp.float32 and feasible.dtype == jnp.bool_
-    head_costs, head_feasible = jax.vmap(vte.node_costs, in_axes=(0, None))(small_states, SMALL)
+    head_costs, head_feasible = jax.jit(jax.vmap(vte.node_costs, in_axes=(0, None)),
+                                        static_argnums=1)(small_states, SMALL)
     # Same code; only the fusion differs (vmapped over the queue), so equal to float32 ulps.
     np.testing.assert_allclose(np.asarray(costs[:, 0]), np.asarray(head_costs[:, :n]), rtol=1e-6)
     np.testing.assert_array_equal(np.asarray(feasible[:, 0]), np.asarray(head_feasible[:, :n]))

@@ -21,7 +21,8 @@ SCRIPT = textwrap.dedent("""
     key = jax.random.PRNGKey(0)
     b = 8
     obs, state = dist.reset(key, params, b, mesh)
-    ref_obs, ref_state = jax.vmap(vte.reset, in_axes=(0, None))(jax.random.split(key, b), params)
+    ref_obs, ref_state = jax.jit(jax.vmap(vte.reset, in_axes=(0, None)), static_argnums=1)(
+        jax.random.split(key, b), params)
     chex.assert_trees_all_close((obs, state), (ref_obs, ref_state), rtol=1e-5, atol=1e-3)
     assert state.nodes.bg_load.sharding.spec == jax.sharding.PartitionSpec("env")
     assert len(state.nodes.bg_load.sharding.device_set) == 4

@@ -22,7 +22,8 @@ def test_an_in_axes_tree_over_params_is_accepted_and_vmaps():
     axes = jax.tree_util.tree_map(lambda _: None, SMALL).replace(weights=0)
     weights = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     key = jax.random.PRNGKey(0)
-    _, states = jax.vmap(vte.reset, in_axes=(None, axes))(key, SMALL.replace(weights=weights))
+    _, states = jax.jit(jax.vmap(vte.reset, in_axes=(None, axes)))(
+        key, SMALL.replace(weights=weights))
     np.testing.assert_array_equal(np.asarray(states.weights), np.asarray(weights))
 
 
@@ -77,18 +78,21 @@ def test_public_functions_are_compiled_once_per_shape():
     _, state = vte.reset(key, SMALL)
     vte.step(key, state, 0, SMALL)
     before = compiled.step.compiled._cache_size()
-    out = vte.step(key, state, 0, SMALL.replace(arrival_rate=0.37, invalid_penalty=2.5))
+    other = SMALL.replace(arrival_rate=0.37, invalid_penalty=2.5)
+    out = vte.step(key, state, 0, other)
     assert compiled.step.compiled._cache_size() == before
     # The plain function compiled by the caller (eager equals jitted: tests/test_contract.py).
     plain_step = jax.jit(env.step, static_argnums=3)
-    plain = plain_step(key, state, jnp.int32(0), SMALL.replace(arrival_rate=0.37, invalid_penalty=2.5))
+    plain = plain_step(key, state, jnp.int32(0), other)
     jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6),
                            out[1], plain[1])
     keys = jax.random.split(key, 3)
     _, states = jax.jit(jax.vmap(vte.reset, (0, None)), static_argnums=1)(keys, SMALL)
-    batched = jax.vmap(vte.step, (0, 0, None, None))(keys, states, 1, SMALL)
+    # Under the caller's jit and vmap (under vmap alone, op by op: tests/test_env.py), with
+    # the params `plain_step` was compiled for.
+    batched = jax.jit(jax.vmap(vte.step, (0, 0, None, None)))(keys, states, 1, other)
     for s in range(3):
-        one = plain_step(keys[s], jax.tree_util.tree_map(lambda x: x[s], states), jnp.int32(1), SMALL)
+        one = plain_step(keys[s], jax.tree_util.tree_map(lambda x: x[s], states), jnp.int32(1), other)
         np.testing.assert_allclose(np.asarray(batched[2][s]), np.asarray(one[2]), rtol=1e-6)
     assert callable(vte.heuristics.ALL["kube_default"])
 

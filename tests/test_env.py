@@ -448,7 +448,7 @@ def test_failures_and_repairs_follow_the_per_step_probabilities():
     params = vte.EnvParams(num_nodes=16, queue_len=4, num_sites=2, episode_len=400,
                            failure_rate_scale=30.0, repair_hours=2.0)
     b, steps = 32, 300
-    _, state = jax.vmap(vte.reset, in_axes=(0, None))(
+    _, state = jax.jit(jax.vmap(vte.reset, in_axes=(0, None)))(
         jax.random.split(jax.random.PRNGKey(0), b), params)
     vstep = jax.vmap(vte.step_env, in_axes=(0, 0, None, None))
 
@@ -488,8 +488,8 @@ def test_long_random_rollout_finite_and_counted(params):
                                 if jnp.issubdtype(x.dtype, jnp.floating)]))
         return (state,), (ok, reward, info["regret"], trunc)
 
-    _, state = jax.vmap(vte.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(0), b),
-                                                      params)
+    _, state = jax.jit(jax.vmap(vte.reset, in_axes=(0, None)))(
+        jax.random.split(jax.random.PRNGKey(0), b), params)
     (state,), (ok, reward, regret, trunc) = jax.jit(
         lambda s, k: jax.lax.scan(body, (s,), jax.random.split(k, t)))(state, jax.random.PRNGKey(1))
     assert bool(ok.all())

@@ -54,7 +54,7 @@ def states(jit_reset, jit_step):
     empty = base.replace(queue=queue.replace(valid=queue.valid & False))
     out = jax.tree_util.tree_map(lambda *x: jnp.concatenate(x), normal, down, full, empty)
     out = out.replace(twin=_exact_twin(out.cluster, out.nodes))  # the twin hears the edits
-    return jax.vmap(vte.rescore, in_axes=(0, None))(out, SMALL)
+    return jax.jit(jax.vmap(vte.rescore, in_axes=(0, None)), static_argnums=1)(out, SMALL)
 
 
 def _stack(trees):
