@@ -56,6 +56,20 @@ def pytest_xdist_auto_num_workers(config):
     return (os.cpu_count() or 1) + 1
 
 
+# The longest files (each a few minutes of one worker in CI), started first so that the
+# short ones fill the end of the run on every worker; the others follow in their order.
+# xdist's own order is by the number of tests (`--no-loadscope-reorder` in addopts), which
+# left the few-test, long files (the examples, the README, several devices) to the end.
+LONGEST_FIRST = ("test_benchmarks.py", "test_contract.py", "test_train.py", "test_examples.py",
+                 "test_env.py", "test_adapters.py", "test_train_distributed.py", "test_serve.py",
+                 "test_readme.py", "test_render.py", "test_train_openb.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: files stay whole
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _drop_compiled_programs_after_each_file():
     yield
