@@ -229,5 +229,23 @@ def test_the_environment_reports_power_and_weighs_it_by_the_preference(tmp_path)
                                rtol=1e-6)
     assert not bool(mask[0].all())
     bad_reward = np.asarray(run(weights, invalid)[1])
-    # Every valid node's reward at each w: the invalid one is below the worst of them.
-    assert (bad_reward <= np.minimum(np.asarray(reward), 0) - 1.0 + 1e-6).all()
+    # Every valid node's reward at each w: the invalid one is exactly the penalty (1) below
+    # the worst of them, capped at 0, whether w is batched (the step's `cond` on the
+    # params a `select`) or one shared w (a real `cond`, skipped at w = 0).
+    def every_action(w):
+        p = params.replace(power_weight=w)
+        obs, state = oenv.reset(jax.random.PRNGKey(0), p)
+        actions = jnp.arange(obs.action_mask.shape[0], dtype=jnp.int32)
+        rewards = jax.vmap(lambda a: oenv.step_env(jax.random.PRNGKey(1), state, a, p)[2])(actions)
+        return rewards, obs.action_mask
+    rewards, masks = jax.jit(jax.vmap(every_action))(weights)
+    worst = np.min(np.where(np.asarray(masks), np.asarray(rewards), np.inf), axis=1)
+    np.testing.assert_allclose(bad_reward, np.minimum(worst, 0) - 1.0, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(rewards)[~np.asarray(masks)],
+                               np.repeat(np.minimum(worst, 0) - 1.0,
+                                         (~np.asarray(masks)).sum(axis=1)), rtol=1e-6)
+    for i, w in enumerate(weights):
+        alone, alone_mask = jax.jit(every_action)(w)
+        np.testing.assert_array_equal(np.asarray(alone_mask), np.asarray(masks[i]))
+        np.testing.assert_allclose(np.asarray(alone), np.asarray(rewards[i]), rtol=1e-6)
+    assert worst[2] < 0 and bad_reward[0] == -1.0   # at w = 1 the worst valid one is below 0

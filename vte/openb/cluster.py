@@ -137,6 +137,21 @@ def empty_state(spec: Spec, rank: jax.Array, frag: jax.Array | None = None) -> S
                  arrived=jnp.zeros((), jnp.int32))
 
 
+STATE_COLUMNS = ("cpu_free", "mem_free", "gpu_free", "pods", "classes", "frag", "rank")
+SPEC_COLUMNS = ("cpu_milli", "memory_mib", "num_gpus", "model", "gpu_exists")
+
+
+def column(state: State, spec: Spec, node: jax.Array) -> tuple[State, Spec]:
+    """Node `node`'s column of `state` and `spec`: a one-node cluster ((1,) and (G, 1)
+    fields; `arrived` and the typical pods unchanged). A node's FGD gain and GPU, power
+    increase and feasibility read only its own column, so computing them on this cluster
+    gives column `node` of the whole cluster's at 1/N of the work."""
+    def cut(tree, fields):
+        return tree.replace(**{f: jax.lax.dynamic_slice_in_dim(getattr(tree, f), node, 1, axis=-1)
+                               for f in fields})
+    return cut(state, STATE_COLUMNS), cut(spec, SPEC_COLUMNS)
+
+
 def model_allowed(model: jax.Array, model_mask: jax.Array) -> jax.Array:
     """Whether a node of GPU `model` (-1 = none) satisfies a model list `model_mask` (0 = any)."""
     bit = jnp.right_shift(model_mask, jnp.maximum(model, 0)) & 1

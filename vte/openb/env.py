@@ -298,19 +298,37 @@ def _transition(state: EnvState, action: jax.Array, in_range: jax.Array, params:
     chose_node = in_range & (action < n)
     valid = jnp.where(chose_node, feasible[node], in_range & none_fits) | ~pod.valid
     placed = chose_node & feasible[node]
-    _, shared_gpu = fgd_gain(st, pod, spec)
-    new = cluster.submit(cluster.place(st, spec, pod, node, shared_gpu[node], placed), pod)
     demand = pod.num_gpus * pod.gpu_milli
-    gpus = jnp.where(placed, demand, 0).astype(jnp.float32) / MILLI
-    # Power: the watts each node would add under the environment's GPU rule; the reward of
-    # placing there, and an invalid action's, penalised below the worst valid one.
-    added, _ = power_increase(st, pod, spec, params.power, shared_gpu)         # (N,) W
     w = state.power_weight
-    each = ((1.0 - w) * demand.astype(jnp.float32) / MILLI
-            - w * added.astype(jnp.float32) / KW)                              # (N,)
-    worst = jnp.where(none_fits, 0.0, jnp.min(jnp.where(feasible, each, jnp.inf)))
-    added_w = jnp.where(placed, added[node], 0)
-    reward = jnp.where(valid, jnp.where(placed, each[node], 0.0),
+
+    def reward_of(added):
+        """The reward of placing the pod where it adds `added` W (any shape)."""
+        return ((1.0 - w) * demand.astype(jnp.float32) / MILLI
+                - w * added.astype(jnp.float32) / KW)
+
+    # The GPU rule and the watts at the chosen node only: both read that node's column alone
+    # (`cluster.column`), so this is column `node` of the whole cluster's FGD and power.
+    one, one_spec = cluster.column(st, spec, node)
+    _, gpu = fgd_gain(one, pod, one_spec)                                      # (1,)
+    added, _ = power_increase(one, pod, one_spec, params.power, gpu)           # (1,) W
+    new = cluster.submit(cluster.place(st, spec, pod, node, gpu[0], placed), pod)
+    gpus = jnp.where(placed, demand, 0).astype(jnp.float32) / MILLI
+
+    def worst_valid():
+        """The lowest reward of a valid placement (every node's watts under the GPU rule);
+        0 when none fits."""
+        _, every_gpu = fgd_gain(st, pod, spec)
+        every, _ = power_increase(st, pod, spec, params.power, every_gpu)      # (N,) W
+        return jnp.where(none_fits, 0.0, jnp.min(jnp.where(feasible, reward_of(every), jnp.inf)))
+
+    # An invalid action is penalised below the worst valid one. Without a power preference
+    # in any episode (w = 0: every placement's reward is its GPUs, >= 0) that worst, capped
+    # at 0, is 0, and the whole-cluster FGD and watts it needs are skipped (a real `cond`
+    # while the params are shared by the batch).
+    with_power = params.power_weight + params.power_weight_spread > 0
+    worst = jax.lax.cond(with_power, worst_valid, lambda: jnp.float32(0.0))
+    added_w = jnp.where(placed, added[0], 0)
+    reward = jnp.where(valid, jnp.where(placed, reward_of(added[0]), 0.0),
                        jnp.minimum(worst, 0.0) - params.invalid_penalty)
     state = state.replace(
         nodes=new, steps=state.steps + pod.valid.astype(jnp.int32),

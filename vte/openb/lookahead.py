@@ -85,15 +85,6 @@ def sample_futures(key: jax.Array, spec: Spec, futures: int, horizon: int) -> Po
 
 # Per-node fields (node axis last) of the cluster state and spec: a node-local policy's
 # score of node n reads only their column n.
-STATE_COLUMNS = ("cpu_free", "mem_free", "gpu_free", "pods", "classes", "frag", "rank")
-SPEC_COLUMNS = ("cpu_milli", "memory_mib", "num_gpus", "model", "gpu_exists")
-
-
-def _column(tree, fields, node):
-    return tree.replace(**{f: jax.lax.dynamic_slice_in_dim(getattr(tree, f), node, 1, axis=-1)
-                           for f in fields})
-
-
 def shape_tables(base: Policy, key: jax.Array, state: State, spec: Spec):
     """Every typical shape's base scores, GPUs and feasibility on every node: (K, N) each."""
     def one(pod):
@@ -105,8 +96,7 @@ def shape_tables(base: Policy, key: jax.Array, state: State, spec: Spec):
 def node_column(base: Policy, key: jax.Array, state: State, spec: Spec, node):
     """Column `node` of `shape_tables` ((K,) each), computed on that node alone (K x 1 work
     instead of K x N); exact for a node-local base only (`policies.NODE_LOCAL`)."""
-    column = shape_tables(base, key, _column(state, STATE_COLUMNS, node),
-                          _column(spec, SPEC_COLUMNS, node))
+    column = shape_tables(base, key, *cluster.column(state, spec, node))
     return tuple(c[:, 0] for c in column)
 
 
