@@ -80,14 +80,18 @@ def test_invalid_actions_fail_the_pod_change_nothing_and_are_penalised(params):
 @pytest.mark.parametrize("name", ["best_fit", "fgd"])
 def test_an_episode_under_a_published_policy_equals_the_replay(trace, params, name):
     """Driving the environment with `policy_action(fgd)` gives the replay's log (the
-    environment's GPU rule is FGD's own); any policy's return is the GPUs it allocated."""
+    environment's GPU rule is FGD's own), and FGD read off each observation (a trainer's
+    teacher) is the same action; any policy's return is the GPUs it allocated."""
     nodes, pods = trace
     act = jax.jit(oenv.policy_action(policies.POLICIES[name]))
+    observed = jax.jit(oenv.fgd_from_observation)
     obs, state = RESET(jax.random.PRNGKey(4), params)
     w = int(state.workload)
     used, total_reward = [], 0.0
     for t in range(int(params.length[w])):
         a = act(jax.random.PRNGKey(t), state, params)
+        if name == "fgd":
+            assert int(observed(obs)) == int(a), t
         obs, state, reward, terminated, _, info = STEP_ENV(jax.random.PRNGKey(t), state, a, params)
         used.append(int(info["used_milli"]))
         total_reward += float(reward)
@@ -100,6 +104,7 @@ def test_an_episode_under_a_published_policy_equals_the_replay(trace, params, na
         works.rank[None], jax.random.PRNGKey(0)[None], chunk=64)
     if name == "fgd":                         # same GPU rule: the very same run
         np.testing.assert_array_equal(np.asarray(used), log.used[0])
+        assert int(state.failed) > 0           # "cannot place" was read off the mask too
         assert int(state.failed) == int((log.valid & ~log.placed).sum())
     assert total_reward == pytest.approx(used[-1] / 1000, abs=1e-3)      # return = GPUs allocated
 

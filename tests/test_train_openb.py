@@ -267,3 +267,28 @@ def test_the_lookahead_teacher_labels_a_state_with_the_planners_node(trace_files
     labels, direct, choices = jax.jit(jax.vmap(both))(jax.random.split(jax.random.PRNGKey(3), 4))
     np.testing.assert_array_equal(labels, direct)
     assert (choices >= 2).any()                    # some label was a real choice
+
+
+@pytest.mark.slow   # compiles FGD twice (the state's and the observation's)
+def test_the_fgd_teacher_is_read_off_the_observation_and_is_fgds_action(trace_files):
+    """A trainer's FGD teacher (`make_env`) reads the observation the learner sees
+    (`Registration.observed_policies`) and labels every state, mid-episode and at "cannot
+    place", with FGD's own action on that state."""
+    from train.config import ImitateConfig
+    from train.envs import make_env
+    from vte.openb.registration import policies as teachers
+    env = make_env(ImitateConfig.from_args(tiny(trace_files) + ["--teacher", "fgd"]))
+    fgd = teachers()["fgd"]
+
+    def run(key):
+        def body(carry, k):
+            obs, state = carry
+            action = jax.random.categorical(k, jnp.where(obs.action_mask, 0.0, -jnp.inf))
+            label = env.teacher(k, state, obs)
+            direct = fgd(k, state, env.params)
+            obs, state = env.step(k, state, action.astype(jnp.int32))[:2]
+            return (obs, state), (label, direct, obs.action_mask[-1])
+        return jax.lax.scan(body, env.reset(key), jax.random.split(key, 40))[1]
+    labels, direct, none_fits = jax.jit(jax.vmap(run))(jax.random.split(jax.random.PRNGKey(0), 4))
+    np.testing.assert_array_equal(np.asarray(labels), np.asarray(direct))
+    assert bool(none_fits.any()) and bool((~none_fits).any())

@@ -2,7 +2,7 @@
 
     env = make_env(config)                       # --env names a `vte.registry` registration
     obs, state = env.reset(key)                  # one environment; the trainer vmaps
-    label = env.teacher(key, state)              # the teacher's action, or env.teacher None
+    label = env.teacher(key, state, obs)         # the teacher's action, or env.teacher None
     obs, state, reward, terminated, truncated, info = env.step(key, state, action)
     scalars = env.stats(logits, action, label, info, done)     # batched over environments
 
@@ -12,9 +12,11 @@ reward trainers optimise (`train_reward`, e.g. OpenB's % of the GPUs), the refer
 policies a teacher is chosen from, the per-step metrics (reduced to scalars inside the
 rollout's scan) and the evaluation of a finished run.
 
-The teacher is explicit, `(key, state) -> action`, owned by the trainer: imitation's
-`--teacher` (the environment's default teacher without one); for PPO the environment's
-known optimum when it has one (`Registration.optimum`, only monitored as `greedy_match`).
+The teacher is explicit, `(key, state, obs) -> action` (`obs` the observation of `state`),
+owned by the trainer: imitation's `--teacher` (the environment's default teacher without
+one); for PPO the environment's known optimum when it has one (`Registration.optimum`, only
+monitored as `greedy_match`). A teacher the registration can read off the observation
+(`Registration.observed_policies`, e.g. OpenB's FGD) is read there, not computed again.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class TrainEnv:
     env: Any                   # a `vte.environment.Environment`
     params: Any                # its training params
     network: Any               # flax module: obs -> (masked logits (..., A), value (...))
-    teacher: Callable | None   # (key, state) -> () int32 action, the label; None: no label
+    teacher: Callable | None   # (key, state, obs) -> () int32 action, the label; None: no label
     curves: tuple              # (metric, title, short name) of the learning curve, any number
 
     def reset(self, key):
@@ -88,9 +90,13 @@ def make_env(config) -> TrainEnv:
     env, params = reg.run_params(config, True)
     name = getattr(config, "teacher", None) or reg.optimum
     teacher = None
-    if name is not None:
+    observed = reg.observed_policies() if reg.observed_policies is not None else {}
+    if name in observed:
+        read = observed[name]
+        teacher = lambda key, state, obs: read(key, obs, params)   # noqa: E731
+    elif name is not None:
         act = reg.policies()[name]
-        teacher = lambda key, state: act(key, state, params)   # noqa: E731
+        teacher = lambda key, state, obs: act(key, state, params)   # noqa: E731
     curves = ((TEACHER_CURVE,) if teacher is not None else ()) + tuple(reg.curves) + (LOSS_CURVE,)
     return TrainEnv(registration=reg, env=env, params=params,
                     network=reg.network(config.hidden), teacher=teacher, curves=curves)

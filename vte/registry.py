@@ -69,6 +69,11 @@ class Registration:
     as_action: Callable                  # a loaded policy -> (key, state, params) -> action
     run_make: Callable                   # run config dict -> the `make` keywords of the
                                          # environment it evaluates on
+    observed_policies: Callable[[], Mapping[str, Callable]] | None = None
+                                         # reference policies read off the observation of
+                                         # the state, (key, obs, params) -> the same action
+                                         # as `policies()`' of that name: a trainer labels
+                                         # with these, sharing the observation's work
     optimum: str | None = None           # the reference policy that is the known optimum
                                          # (PPO monitors its match), None: none known
     train_reward: Callable | None = None   # (state before, reward, params) -> the reward

@@ -57,6 +57,7 @@ GPU_RULE = "fgd"          # a shared pod's GPU: FGD's (least fragmentation, lowe
 MEM_NORM = 1 << 20        # MiB: 1 TiB, the largest node of the trace
 BASE_NODE_FEATURES = 16   # node features before the GPU model one-hot (`Observation.nodes`)
 KW = 1000.0               # W per kW, the power term's unit in the reward
+FGD_GAIN, FGD_SCORE, RANK = 13, 14, 15   # their columns of `Observation.nodes`
 
 
 @struct.dataclass
@@ -419,7 +420,7 @@ def observation_specs(params: OpenBParams) -> dict[str, FieldSpec]:
     node_high[0] = largest(nodes.cpu_milli, "nodes.cpu_milli", CPU_NORM)
     node_high[1] = largest(nodes.memory_mib, "nodes.memory_mib", MEM_NORM)
     gpus = max(concrete_extreme(nodes.num_gpus, "nodes.num_gpus"), 1.0)
-    node_low[13], node_high[13] = -gpus, gpus                     # FGD gain / MILLI
+    node_low[FGD_GAIN], node_high[FGD_GAIN] = -gpus, gpus         # FGD gain / MILLI
     pod_high = np.ones(5 + m)
     pod_high[0] = largest(pods.cpu_milli, "pods.cpu_milli", CPU_NORM)
     pod_high[1] = largest(pods.memory_mib, "pods.memory_mib", MEM_NORM)
@@ -460,6 +461,19 @@ def step_env(key: jax.Array, state: EnvState, action: jax.Array, params: OpenBPa
 def step(key: jax.Array, state: EnvState, action: jax.Array, params: OpenBParams):
     """`step_env`, then a fresh workload when the episode ended (`info["final_observation"]`)."""
     return ENV._auto_step(key, state, action, params)
+
+
+def fgd_from_observation(obs: Observation) -> jax.Array:
+    """() int32, FGD's action read off the observation: its score and the tie-break rank
+    are columns of `obs.nodes` (integers / 100 and / (N - 1) in float32, recovered exactly
+    by rounding), the feasible nodes its mask. Equals `policy_action(fgd)` on the state
+    observed (tested), without computing FGD again: a trainer's FGD teacher."""
+    n = obs.nodes.shape[-2]
+    score = jnp.round(obs.nodes[:, FGD_SCORE] * 100.0).astype(jnp.int32)
+    rank = jnp.round(obs.nodes[:, RANK] * max(n - 1, 1)).astype(jnp.int32)
+    feasible = obs.action_mask[:n]
+    node = cluster.select(score, feasible, rank)
+    return jnp.where(jnp.any(feasible), node, n).astype(jnp.int32)
 
 
 def policy_action(policy: Policy):

@@ -144,6 +144,12 @@ def policies() -> dict:
             "plan_fgd": oenv.policy_action(planner(POLICIES["fgd"]))}
 
 
+def observed_policies() -> dict:
+    """FGD read off the observation (`vte.openb.env.fgd_from_observation`): the same action
+    as `policies()["fgd"]`, with the FGD the observation already computed."""
+    return {"fgd": lambda key, obs, params: oenv.fgd_from_observation(obs)}
+
+
 def preference_mix(key, state, params) -> jax.Array:
     """The PWR+FGD mix at the episode's power preference w as an action of the environment:
     the node of the best a x PWR + (1000 - a) x FGD score, a = `power.preference_weight(w)`
@@ -249,7 +255,7 @@ REGISTRATION = Registration(
     id="OpenB-v0", flag="openb",
     summary="the OpenB trace replay (Alibaba GPU cluster, the FGD paper's experiment)",
     make=make, config_keys=CONFIG_KEYS, check_config=check_config, run_params=run_params,
-    network=network, policies=policies, default_policy="fgd", teachers=TEACHERS, default_teacher="fgd",
+    network=network, policies=policies, observed_policies=observed_policies, default_policy="fgd", teachers=TEACHERS, default_teacher="fgd",
     metrics=metrics, curves=CURVES, evaluate=evaluate, load_policy=load_policy,
     as_action=as_action, run_make=run_make, train_reward=train_reward, render=render, decice=False, init_check=init_check,
     evaluate_main="vte.openb.__main__",
