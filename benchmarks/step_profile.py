@@ -6,6 +6,8 @@ summed per function of `vte` that produced it.
     python benchmarks/step_profile.py --num-envs 1024 --num-nodes 256 --top 40
     python benchmarks/step_profile.py --program ppo --out benchmarks/results/profile_ppo.json
     python benchmarks/step_profile.py --program imitate --out benchmarks/results/profile_imitate.json
+    python benchmarks/step_profile.py --program imitate --num-envs 128 --trainer-flags \
+        "--env openb --teacher fgd --num-steps 16 --num-minibatches 4 --hidden 64"
 
 `--program ppo` (or `imitate`) profiles one training update of `train/ppo.py` (or
 `train/imitate.py`) instead, with the trainer's defaults but `--num-envs` and
@@ -38,6 +40,7 @@ import gzip
 import json
 import os
 import re
+import shlex
 import statistics
 import sys
 import time
@@ -300,15 +303,18 @@ def profile(num_envs: int, num_nodes: int, steps: int, repeats: int, out: str,
 
 
 def profile_update(algorithm: str, num_envs: int, num_nodes: int, repeats: int, out: str,
-                   artifacts_dir: str, top: int = TOP_OPS_SAVED) -> dict:
+                   artifacts_dir: str, top: int = TOP_OPS_SAVED,
+                   trainer_flags: tuple[str, ...] = ()) -> dict:
     """One training update of `train/ppo.py` or `train/imitate.py` (`algorithm`), with its
-    defaults but `num_envs` and `num_nodes`, one seed: timed `repeats` times, then traced
+    defaults but `num_envs`, `num_nodes` and `trainer_flags` (the trainer's own flags, e.g.
+    ("--env", "openb", "--hidden", "64")), one seed: timed `repeats` times, then traced
     once. Its operations are attributed to functions of `vte` and `train` (the backward
     pass of a function as "... (backward)"). Times in the result are ms per update."""
     from train import imitate, ppo
     from train.config import ImitateConfig, PPOConfig
     module, config = {"ppo": (ppo, PPOConfig), "imitate": (imitate, ImitateConfig)}[algorithm]
-    config = config(num_envs=num_envs, num_nodes=num_nodes)
+    config = config.from_args(["--num-envs", str(num_envs), "--num-nodes", str(num_nodes),
+                               *trainer_flags])
     init, update = module.make_update(config)
     runner = jax.jit(init)(jax.random.PRNGKey(0))
     start = time.perf_counter()
@@ -330,7 +336,8 @@ def profile_update(algorithm: str, num_envs: int, num_nodes: int, repeats: int, 
     result = {
         "machine": machine(),
         "argv": sys.argv[1:],
-        "program": f"{algorithm} update", "unit": "update",
+        "program": f"{algorithm} update", "unit": "update", "env": config.env,
+        "trainer_flags": list(trainer_flags),
         "num_envs": config.num_envs, "num_nodes": config.num_nodes,
         "num_steps": config.num_steps, "update_epochs": config.update_epochs,
         "num_minibatches": config.num_minibatches, "hidden": config.hidden,
@@ -377,6 +384,9 @@ def parse_args(argv):
                    help="what to profile: the environment-only rollout (env), or one training "
                         "update of train/ppo.py (ppo) or train/imitate.py (imitate) with "
                         "their defaults but --num-envs and --num-nodes")
+    p.add_argument("--trainer-flags", default="",
+                   help="with --program ppo or imitate: more of the trainer's flags, one "
+                        "string, e.g. \"--env openb --num-steps 16 --hidden 64\"")
     p.add_argument("--num-envs", type=int, default=4096)
     p.add_argument("--num-nodes", type=int, default=64)
     p.add_argument("--steps", type=int, default=16, help="decisions in the profiled scan")
@@ -390,6 +400,8 @@ def parse_args(argv):
     for name in ("num_envs", "num_nodes", "steps", "repeats", "top"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.trainer_flags and args.program == "env":
+        p.error("--trainer-flags applies to --program ppo or imitate, not env")
     if args.steps % ROLLOUT_UNROLL:
         p.error(f"--steps must be a multiple of {ROLLOUT_UNROLL} (steps per scan iteration), "
                 f"got {args.steps}")
@@ -405,7 +417,8 @@ def main(argv=None) -> dict:
     else:
         try:
             result = profile_update(args.program, args.num_envs, args.num_nodes, args.repeats,
-                                    args.out, args.artifacts_dir, args.top)
+                                    args.out, args.artifacts_dir, args.top,
+                                    tuple(shlex.split(args.trainer_flags)))
         except ValueError as err:      # the trainer's own check of its configuration
             raise SystemExit(f"step_profile.py: error: {err}")
         hlo = f"{args.program}_update.hlo.txt"

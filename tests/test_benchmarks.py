@@ -208,9 +208,11 @@ def test_profile_of_a_ppo_update_names_its_phases(tmp_path):
     from benchmarks import step_profile
     result = step_profile.main(["--program", "ppo", "--num-envs", "32", "--num-nodes", "8",
                                 "--repeats", "1", "--top", "3", "--out", str(tmp_path / "u.json"),
-                                "--artifacts-dir", str(tmp_path)])
+                                "--artifacts-dir", str(tmp_path),
+                                "--trainer-flags", "--num-steps 2 --num-minibatches 2"])
     assert json.loads((tmp_path / "u.json").read_text())["by_function"] == result["by_function"]
     assert result["unit"] == "update" and result["wall_ms_per_update"] > 0
+    assert (result["num_steps"], result["num_minibatches"], result["env"]) == (2, 2, "synthetic")
     assert result["decisions_per_s"] == pytest.approx(32 * result["num_steps"]
                                                       / (result["wall_ms_per_update"] / 1000))
     functions = {g["function"] for g in result["by_function"]}
@@ -221,6 +223,13 @@ def test_profile_of_a_ppo_update_names_its_phases(tmp_path):
                for f in functions)
     assert sum(g["share"] for g in result["by_function"]) == pytest.approx(1.0)
     assert "HloModule" in (tmp_path / "ppo_update.hlo.txt").read_text()[:200]
+
+
+def test_profile_takes_trainer_flags_only_for_an_update(capsys):
+    from benchmarks import step_profile
+    with pytest.raises(SystemExit):
+        step_profile.main(["--trainer-flags", "--env openb"])
+    assert "--trainer-flags applies to --program ppo or imitate" in capsys.readouterr().err
 
 
 def test_profile_self_times_subtract_nested_operations_of_the_same_program():
