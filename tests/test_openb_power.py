@@ -249,3 +249,16 @@ def test_the_environment_reports_power_and_weighs_it_by_the_preference(tmp_path)
         np.testing.assert_array_equal(np.asarray(alone_mask), np.asarray(masks[i]))
         np.testing.assert_allclose(np.asarray(alone), np.asarray(rewards[i]), rtol=1e-6)
     assert worst[2] < 0 and bad_reward[0] == -1.0   # at w = 1 the worst valid one is below 0
+
+    # Params without a preference, a state's w set to 1 by hand: valid actions are scored at
+    # w = 1 and every invalid one still lies at least the penalty below all of them.
+    def edited(key):
+        obs, state = oenv.reset(key, params)
+        state = state.replace(power_weight=jnp.float32(1.0))
+        actions = jnp.arange(obs.action_mask.shape[0], dtype=jnp.int32)
+        rewards = jax.vmap(lambda a: oenv.step_env(key, state, a, params)[2])(actions)
+        return rewards, obs.action_mask
+    by_hand, hand_mask = jax.jit(edited)(jax.random.PRNGKey(0))
+    by_hand, hand_mask = np.asarray(by_hand), np.asarray(hand_mask)
+    np.testing.assert_allclose(by_hand[hand_mask], np.asarray(rewards)[2][hand_mask], rtol=1e-6)
+    assert (by_hand[~hand_mask] <= by_hand[hand_mask].min() - 1.0 + 1e-6).all()

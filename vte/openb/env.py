@@ -315,19 +315,30 @@ def _transition(state: EnvState, action: jax.Array, in_range: jax.Array, params:
     new = cluster.submit(cluster.place(st, spec, pod, node, gpu[0], placed), pod)
     gpus = jnp.where(placed, demand, 0).astype(jnp.float32) / MILLI
 
-    def worst_valid():
-        """The lowest reward of a valid placement (every node's watts under the GPU rule);
-        0 when none fits."""
-        _, every_gpu = fgd_gain(st, pod, spec)
-        every, _ = power_increase(st, pod, spec, params.power, every_gpu)      # (N,) W
-        return jnp.where(none_fits, 0.0, jnp.min(jnp.where(feasible, reward_of(every), jnp.inf)))
+    def lowest(watts):
+        """The lowest reward over the feasible nodes if each added `watts` (N,); 0 when
+        none fits."""
+        return jnp.where(none_fits, 0.0, jnp.min(jnp.where(feasible, reward_of(watts), jnp.inf)))
 
-    # An invalid action is penalised below the worst valid one. Without a power preference
-    # in any episode (w = 0: every placement's reward is its GPUs, >= 0) that worst, capped
-    # at 0, is 0, and the whole-cluster FGD and watts it needs are skipped (a real `cond`
-    # while the params are shared by the batch).
+    def worst_valid():
+        """The lowest reward of a valid placement: every node's watts under the GPU rule."""
+        _, every_gpu = fgd_gain(st, pod, spec)
+        return lowest(power_increase(st, pod, spec, params.power, every_gpu)[0])
+
+    def below_worst_valid():
+        """A lower bound of it without FGD: every node's watts with an idle GPU woken when
+        it has one (the most a shared pod can add there; other pods' GPUs are fixed)."""
+        idle_gpu = jnp.argmax(st.gpu_free == MILLI, axis=0).astype(jnp.int32)
+        return jnp.where(w > 0, lowest(power_increase(st, pod, spec, params.power, idle_gpu)[0]),
+                         0.0)
+
+    # An invalid action is penalised below the worst valid one. When the params allow no
+    # power preference (every episode's w = 0: a placement's reward is its GPUs, >= 0) that
+    # worst, capped at 0, is 0, and the whole cluster's FGD and watts are skipped (a real
+    # `cond` while the params are shared by the batch). A state whose w was set > 0 by hand
+    # there gets the bound instead: still at least the penalty below every valid action.
     with_power = params.power_weight + params.power_weight_spread > 0
-    worst = jax.lax.cond(with_power, worst_valid, lambda: jnp.float32(0.0))
+    worst = jax.lax.cond(with_power, worst_valid, below_worst_valid)
     added_w = jnp.where(placed, added[0], 0)
     reward = jnp.where(valid, jnp.where(placed, reward_of(added[0]), 0.0),
                        jnp.minimum(worst, 0.0) - params.invalid_penalty)
