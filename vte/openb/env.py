@@ -21,8 +21,10 @@ kW the placement added to the datacenter (the PWR paper's power model, `vte.open
 `info` reports each decision's added watts and the datacenter's watts. An invalid
 action (a node the filter rejects, "cannot place" while some node fits, or an index
 outside [0, N]) fails the pod, changes nothing else and is penalised by
-`invalid_penalty` below the worst valid action's reward (0 when w = 0). An episode ends (terminated) after its workload's last pod;
-`step` then resets to a fresh workload (drawn with `vte.environment.reset_key(key)`, only
+`invalid_penalty` below the worst valid action's reward, capped at 0 (so -`invalid_penalty`
+when w = 0; for a state whose w was set above 0 by hand under params that allow none, below
+a lower bound of that worst: OPENB.md section 10). An episode ends (terminated) after its
+workload's last pod; `step` then resets to a fresh workload (drawn with `vte.environment.reset_key(key)`, only
 in steps where some environment is done) and returns the last observation in
 `info["final_observation"]` (gymnax 1.0 semantics).
 
