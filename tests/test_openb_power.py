@@ -232,9 +232,13 @@ def test_the_environment_reports_power_and_weighs_it_by_the_preference(tmp_path)
     # Every valid node's reward at each w: the invalid one is exactly the penalty (1) below
     # the worst of them, capped at 0, whether w is batched (the step's `cond` on the
     # params a `select`) or one shared w (a real `cond`, skipped at w = 0).
-    def every_action(w):
+    def every_action(w, by_hand=None):
+        """Every action's reward from the first state at params' preference w (or, with
+        `by_hand`, at that preference set on the state after the reset)."""
         p = params.replace(power_weight=w)
         obs, state = oenv.reset(jax.random.PRNGKey(0), p)
+        if by_hand is not None:
+            state = state.replace(power_weight=jnp.float32(by_hand))
         actions = jnp.arange(obs.action_mask.shape[0], dtype=jnp.int32)
         rewards = jax.vmap(lambda a: oenv.step_env(jax.random.PRNGKey(1), state, a, p)[2])(actions)
         return rewards, obs.action_mask
@@ -252,13 +256,7 @@ def test_the_environment_reports_power_and_weighs_it_by_the_preference(tmp_path)
 
     # Params without a preference, a state's w set to 1 by hand: valid actions are scored at
     # w = 1 and every invalid one still lies at least the penalty below all of them.
-    def edited(key):
-        obs, state = oenv.reset(key, params)
-        state = state.replace(power_weight=jnp.float32(1.0))
-        actions = jnp.arange(obs.action_mask.shape[0], dtype=jnp.int32)
-        rewards = jax.vmap(lambda a: oenv.step_env(key, state, a, params)[2])(actions)
-        return rewards, obs.action_mask
-    by_hand, hand_mask = jax.jit(edited)(jax.random.PRNGKey(0))
+    by_hand, hand_mask = jax.jit(lambda: every_action(jnp.float32(0.0), by_hand=1.0))()
     by_hand, hand_mask = np.asarray(by_hand), np.asarray(hand_mask)
     np.testing.assert_allclose(by_hand[hand_mask], np.asarray(rewards)[2][hand_mask], rtol=1e-6)
     assert (by_hand[~hand_mask] <= by_hand[hand_mask].min() - 1.0 + 1e-6).all()

@@ -24,8 +24,9 @@ outside [0, N]) fails the pod, changes nothing else and is penalised by
 `invalid_penalty` below the worst valid action's reward, capped at 0 (so -`invalid_penalty`
 when w = 0; for a state whose w was set above 0 by hand under params that allow none, below
 a lower bound of that worst: OPENB.md section 10). An episode ends (terminated) after its
-workload's last pod; `step` then resets to a fresh workload (drawn with `vte.environment.reset_key(key)`, only
-in steps where some environment is done) and returns the last observation in
+workload's last pod; `step` then resets to a fresh workload (drawn with
+`vte.environment.reset_key(key)`, only in steps where some environment is done) and
+returns the last observation in
 `info["final_observation"]` (gymnax 1.0 semantics).
 
 Workloads come from a bank built once in NumPy (`make_params`, section 2 of OPENB.md,
@@ -59,7 +60,8 @@ GPU_RULE = "fgd"          # a shared pod's GPU: FGD's (least fragmentation, lowe
 MEM_NORM = 1 << 20        # MiB: 1 TiB, the largest node of the trace
 BASE_NODE_FEATURES = 16   # node features before the GPU model one-hot (`Observation.nodes`)
 KW = 1000.0               # W per kW, the power term's unit in the reward
-FGD_GAIN, FGD_SCORE, RANK = 13, 14, 15   # their columns of `Observation.nodes`
+FGD_GAIN, FGD_SCORE, RANK = range(BASE_NODE_FEATURES - 3, BASE_NODE_FEATURES)
+                          # the last three base columns of `Observation.nodes` (`observe`)
 
 
 @struct.dataclass
@@ -484,9 +486,14 @@ def fgd_from_observation(obs: Observation) -> jax.Array:
     n = obs.nodes.shape[-2]
     score = jnp.round(obs.nodes[:, FGD_SCORE] * 100.0).astype(jnp.int32)
     rank = jnp.round(obs.nodes[:, RANK] * max(n - 1, 1)).astype(jnp.int32)
-    feasible = obs.action_mask[:n]
-    node = cluster.select(score, feasible, rank)
-    return jnp.where(jnp.any(feasible), node, n).astype(jnp.int32)
+    return _action(score, obs.action_mask[:n], rank)
+
+
+def _action(scores: jax.Array, feasible: jax.Array, rank: jax.Array) -> jax.Array:
+    """() int32, the best feasible node by `scores` (ties to the smallest rank,
+    `cluster.select`), or N ("cannot place") when none is feasible."""
+    node = cluster.select(scores, feasible, rank)
+    return jnp.where(jnp.any(feasible), node, feasible.shape[-1]).astype(jnp.int32)
 
 
 def policy_action(policy: Policy):
@@ -497,6 +504,5 @@ def policy_action(policy: Policy):
         pod = current_pod(state, params)
         feasible = cluster.feasible(state.nodes, pod, state.cluster)
         scores, _ = policy(key, state.nodes, pod, feasible, state.cluster)
-        node = cluster.select(scores, feasible, state.nodes.rank)
-        return jnp.where(jnp.any(feasible), node, params.num_nodes).astype(jnp.int32)
+        return _action(scores, feasible, state.nodes.rank)
     return act

@@ -83,8 +83,6 @@ def sample_futures(key: jax.Array, spec: Spec, futures: int, horizon: int) -> Po
     return jax.tree_util.tree_map(lambda x: x[shape], shape_pods(spec))
 
 
-# Per-node fields (node axis last) of the cluster state and spec: a node-local policy's
-# score of node n reads only their column n.
 def shape_tables(base: Policy, key: jax.Array, state: State, spec: Spec):
     """Every typical shape's base scores, GPUs and feasibility on every node: (K, N) each."""
     def one(pod):
