@@ -3,6 +3,8 @@
 import json
 import os
 
+import numpy as np
+
 import pytest
 
 from benchmarks import throughput
@@ -347,3 +349,40 @@ def test_adapters_benchmark_reports_the_three_rates(tmp_path, capsys):
     assert "x the adapter" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         adapters.main(["--steps", "0"])
+
+
+def test_kernel_compares_the_rl_loop_with_a_minimal_kernel_in_one_process(tmp_path, capsys):
+    from benchmarks import kernel
+    out = tmp_path / "k.json"
+    # The throughput smoke test's shapes: its random-valid rollout is the same program.
+    result = kernel.main(["--num-envs", "2", "--num-nodes", "8", "--steps", "2",
+                          "--rounds", "2", "--json", str(out)])
+    saved = json.loads(out.read_text())
+    assert set(saved["decisions_per_s"]) == {"kernel", "environment", "observed", "rl_loop"}
+    assert set(saved["loop_us_per_decision"]) == {"step", "observation", "policy"}
+    for name, rate in saved["decisions_per_s"].items():
+        assert rate > 0 and len(saved["round_s"][name]) == 2 and saved["compile_s"][name] > 0
+    rate = saved["decisions_per_s"]
+    assert saved["loop_over_kernel"] == pytest.approx(rate["rl_loop"] / rate["kernel"])
+    assert saved["environment_over_kernel"] == result["environment_over_kernel"]
+    printed = capsys.readouterr().out
+    assert f"RL loop / kernel     {saved['loop_over_kernel']:.3f}" in printed
+    with pytest.raises(SystemExit):
+        kernel.main(["--rounds", "0"])
+    assert "--rounds must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_the_kernel_decision_is_best_fit_and_defers_when_nothing_fits():
+    import jax.numpy as jnp
+    from benchmarks import kernel
+    capacity = jnp.array([[4.0, 4, 4, 4], [2, 2, 2, 2], [4, 4, 4, 4]])
+    free = jnp.array([[3.0, 3, 3, 3], [1, 1, 1, 1], [0.5, 4, 4, 4]])
+    request = jnp.array([1.0, 1, 1, 1])
+    after, nxt, node = kernel.kernel_decision(capacity, free, request, jnp.uint32(7))
+    # Node 1 fits exactly (score 0), node 0 fits with room, node 2 lacks the first resource.
+    assert int(node) == 1
+    np.testing.assert_allclose(after, jnp.minimum(
+        free - jnp.array([[0.0] * 4, [1] * 4, [0] * 4]) + kernel.RELEASE * capacity, capacity))
+    assert nxt.shape == (4,) and bool(jnp.all((nxt >= 0) & (nxt < 0.25)))
+    _, _, node = kernel.kernel_decision(capacity, free, 5 * request, jnp.uint32(7))
+    assert int(node) == 3     # nothing fits: defer
