@@ -137,8 +137,17 @@ def test_nested_vmap_equals_flat_vmap_and_keeps_the_reset_conditional(params):
     nested = jax.jit(jax.vmap(jax.vmap(vte.step, (0, 0, 0, None)), (0, 0, 0, None)))
     flat = jax.jit(jax.vmap(vte.step, (0, 0, 0, None)))
     actions = jnp.zeros((2, 3), jnp.int32)
-    hlo = nested.lower(keys, states, actions, params).compile().as_text()
-    assert "conditional(" in hlo
+    # The step's conditionals are step_env's, the reset's own, and one more: the reset's
+    # `lax.cond` on any env being done (a reset computed in every step and selected would
+    # leave one fewer), nested as flat.
+    def conditionals(fn, *args):
+        return jax.jit(fn).lower(*args).compile().as_text().count("conditional(")
+    flat_args = jax.tree_util.tree_map(lambda x: x[0], (keys, states, actions))
+    step_env = conditionals(jax.vmap(jax.vmap(vte.step_env, (0, 0, 0, None)), (0, 0, 0, None)),
+                            keys, states, actions, params)
+    reset = conditionals(jax.vmap(vte.reset, (0, None)), flat_args[0], params)
+    assert conditionals(nested, keys, states, actions, params) == step_env + reset + 1
+    assert conditionals(flat, *flat_args, params) == step_env + reset + 1
     resets = 0
     for t in range(params.episode_len + 2):
         ks = jax.random.split(jax.random.PRNGKey(50 + t), 6)

@@ -5,12 +5,10 @@
 `vte.observation` and `vte.scoring`. The shape-deciding fields of `EnvParams`
 (`num_nodes`, `queue_len`, ...) are static (part of its pytree structure), the other fields
 are traced, so a new float value does not recompile. Inside the caller's own `jit` or
-`vmap` they are nested jits, which XLA inlines (the same program), and whose trace JAX
-reuses for equal argument shapes, so a second program around the step (another batch
-size, another loop) does not trace the step's Python again; every check that raises
-before any work still raises: shapes and dtypes are checked while tracing, and a
-concrete action too wide for int32 is turned into an invalid action before JAX would
-cast it.
+`vmap` (any traced argument) they call the plain functions, so nothing changes there; and
+every check that raises before any work still raises: shapes and dtypes are checked while
+tracing, and a concrete action too wide for int32 is turned into an invalid action before
+JAX would cast it.
 """
 
 from __future__ import annotations

@@ -22,12 +22,10 @@ environment needs:
   conditional there too. The fresh state's key is `reset_key(key)` of the step's key.
 - **the compiled eager path**: called with concrete arrays (a research loop in plain
   Python), `reset`, `step`, `step_env` and `get_obs` run one `jax.jit`-compiled function
-  per environment. Inside the caller's own `jit` or `vmap` the same jitted function is a
-  nested call, which XLA inlines: the program is the same, and JAX traces the function
-  once per argument shapes and reuses the trace (and its batching, per batch size) in
-  every later program of the process. The auto-reset's fresh state is jitted alike, so a
-  batched step traces the reset once, not once for the step and once more for its
-  batching rule.
+  per environment; inside the caller's own `jit` or `vmap` the plain function is traced.
+  The auto-reset's fresh state is a nested `jax.jit` (XLA inlines it), so a batched step
+  traces the reset once, not once for the custom_vmap's own function and once more in its
+  batching rule, and later programs of the same shapes reuse that trace.
 
 Observations are pytrees (flax dataclasses) with an `action_mask` field: (num_actions,)
 bool, True where an action is valid, at least one True in every state. Every function is
@@ -127,10 +125,14 @@ def action_index(action, num_actions: int, meaning: str = "") -> tuple[jax.Array
 # The compiled eager path
 # --------------------------------------------------------------------------
 
+def _traced(tree) -> bool:
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(tree))
+
+
 def eager_jit(fn: Callable, action_arg: str | None = None) -> Callable:
-    """`fn` as `jax.jit(fn)`, called the same way with concrete arguments and inside the
-    caller's own transformations (a nested jit: XLA inlines it; JAX reuses its trace for
-    equal argument shapes, and custom batching rules inside still apply under vmap).
+    """`fn`, run `jax.jit`-compiled when every argument is concrete and traced plainly
+    inside the caller's own transformation (custom batching rules inside stay intact, and
+    parameters the caller closed over stay concrete: `vte.twin.static_exact`).
 
     With `action_arg`, that argument (by position or name) is narrowed first
     (`narrow_action`), so a concrete int64 action is range-checked before JAX casts it.
@@ -146,6 +148,8 @@ def eager_jit(fn: Callable, action_arg: str | None = None) -> Callable:
             bound = signature.bind(*args, **kwargs)
             bound.arguments[action_arg] = narrow_action(bound.arguments[action_arg])
             args, kwargs = bound.args, bound.kwargs
+        if _traced((args, kwargs)):
+            return fn(*args, **kwargs)
         return jitted(*args, **kwargs)
     call.compiled = jitted      # (not named `lower`: jax.vmap would take it for a jitted function)
     return call
