@@ -17,7 +17,6 @@ import argparse
 import time
 
 import gymnasium as gym
-import numpy as np
 from sb3_contrib import MaskablePPO
 
 import vte

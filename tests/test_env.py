@@ -539,8 +539,6 @@ def test_active_nodes_mask(params):
 def test_queue_update_matches_a_list_model_in_every_case():
     """`_update_queue` against a Python list: every count of valid requests, pop / rotate /
     nothing, and every number of arrivals, including a full queue and dropped arrivals."""
-    import itertools
-
     from vte import env as E
 
     k, m = 4, C.MAX_ARRIVALS

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import vte
-from tests.conftest import SMALL, finite_tree
+from tests.conftest import SMALL
 
 
 @pytest.mark.parametrize("field, value", [

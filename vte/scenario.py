@@ -20,7 +20,7 @@ from vte import rng
 from vte.params import EnvParams
 from vte.dynamics import step_event_prob
 from vte.fusion import lookup
-from vte.types import Cluster, Nodes, Requests
+from vte.types import Cluster, Requests
 
 NUM_NODE_WORDS = 16     # random words consumed per node
 NUM_REQUEST_WORDS = 14  # random words consumed per request
