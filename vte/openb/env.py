@@ -52,7 +52,7 @@ from vte.openb import cluster
 from vte.openb.cluster import Pod, Spec, State
 from vte.openb.policies import CPU_NORM, Policy, fgd_gain, fgd_score, min_max
 from vte.openb.power import (BUNDLED_MODELS, PowerModel, cpu_watts, datacenter_power,
-                             power_increase, power_model)
+                             max_increase, power_increase, power_model)
 from vte.openb.trace import MAX_GPUS_PER_NODE, MILLI, NodeTable, PodTable
 from vte.openb.workload import build_workload, pod_arrays, typical_pods
 
@@ -330,11 +330,10 @@ def _transition(state: EnvState, action: jax.Array, in_range: jax.Array, params:
         return lowest(power_increase(st, pod, spec, params.power, every_gpu)[0])
 
     def below_worst_valid():
-        """A lower bound of it without FGD: every node's watts with an idle GPU woken when
-        it has one (the most a shared pod can add there; other pods' GPUs are fixed)."""
-        idle_gpu = jnp.argmax(st.gpu_free == MILLI, axis=0).astype(jnp.int32)
-        return jnp.where(w > 0, lowest(power_increase(st, pod, spec, params.power, idle_gpu)[0]),
-                         0.0)
+        """A lower bound of it in O(1), no node scored: the reward of the most watts any
+        placement of this pod can add (`max_increase`); 0 at w = 0 or when none fits."""
+        bound = reward_of(max_increase(pod, params.power))
+        return jnp.where((w > 0) & ~none_fits, bound, 0.0)
 
     # An invalid action is penalised below the worst valid one. When the params allow no
     # power preference (every episode's w = 0: a placement's reward is its GPUs, >= 0) that

@@ -135,6 +135,17 @@ def power_increase(state: State, pod: Pod, spec: Spec, power: PowerModel,
     return (cpu_add + gpu_add).astype(jnp.int32), shared_gpu
 
 
+def max_increase(pod: Pod, power: PowerModel) -> jax.Array:
+    """() int32 W, at least what placing `pod` adds to any node that fits it (every entry of
+    `power_increase`): each of its GPUs woken from idle to busy at the models' largest
+    busy - idle gap, and one more busy socket (120 - 15 W) per 16 of the cores it takes
+    (ceil(cpu_milli / 2000) at most, the cores whose floor(free / 2000) it can lower)."""
+    cores = -(-pod.cpu_milli // CPU_MILLI_PER_CORE)
+    sockets = -(-cores // CORES_PER_SOCKET)
+    gpu_gap = jnp.max(power.gpu_busy_w - power.gpu_idle_w)
+    return ((SOCKET_BUSY_W - SOCKET_IDLE_W) * sockets + pod.num_gpus * gpu_gap).astype(jnp.int32)
+
+
 def pwr_score(state: State, pod: Pod, feasible: jax.Array, spec: Spec,
               power: PowerModel) -> tuple[jax.Array, jax.Array]:
     """PWR: ((N,) int32 in 0..100, (N,) int32 GPU). Raw = minus the watts the placement adds,
