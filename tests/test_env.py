@@ -134,20 +134,28 @@ def test_nested_vmap_equals_flat_vmap_and_keeps_the_reset_conditional(params):
     (the compiled step holds the reset's conditional rather than a select)."""
     keys = jax.random.split(jax.random.PRNGKey(3), 6).reshape(2, 3, 2)
     _, states = jax.jit(jax.vmap(jax.vmap(vte.reset, (0, None)), (0, None)))(keys, params)
-    nested = jax.jit(jax.vmap(jax.vmap(vte.step, (0, 0, 0, None)), (0, 0, 0, None)))
-    flat = jax.jit(jax.vmap(vte.step, (0, 0, 0, None)))
     actions = jnp.zeros((2, 3), jnp.int32)
+    flat_states = jax.tree_util.tree_map(lambda x: x.reshape((6,) + x.shape[2:]), states)
+
+    def compiled(fn, *args):   # each program compiled once: inspected, then run
+        return jax.jit(fn).lower(*args).compile()
+
+    def conditionals(program):
+        return program.as_text().count("conditional(")
+
+    nested = compiled(jax.vmap(jax.vmap(vte.step, (0, 0, 0, None)), (0, 0, 0, None)),
+                      keys, states, actions, params)
+    flat = compiled(jax.vmap(vte.step, (0, 0, 0, None)),
+                    keys.reshape(6, 2), flat_states, actions.reshape(6), params)
     # The step's conditionals are step_env's, the reset's own, and one more: the reset's
     # `lax.cond` on any env being done (a reset computed in every step and selected would
     # leave one fewer), nested as flat.
-    def conditionals(fn, *args):
-        return jax.jit(fn).lower(*args).compile().as_text().count("conditional(")
-    flat_args = jax.tree_util.tree_map(lambda x: x[0], (keys, states, actions))
-    step_env = conditionals(jax.vmap(jax.vmap(vte.step_env, (0, 0, 0, None)), (0, 0, 0, None)),
-                            keys, states, actions, params)
-    reset = conditionals(jax.vmap(vte.reset, (0, None)), flat_args[0], params)
-    assert conditionals(nested, keys, states, actions, params) == step_env + reset + 1
-    assert conditionals(flat, *flat_args, params) == step_env + reset + 1
+    step_env = conditionals(compiled(
+        jax.vmap(jax.vmap(vte.step_env, (0, 0, 0, None)), (0, 0, 0, None)),
+        keys, states, actions, params))
+    reset = conditionals(compiled(jax.vmap(vte.reset, (0, None)), keys[0], params))
+    assert conditionals(nested) == step_env + reset + 1
+    assert conditionals(flat) == step_env + reset + 1
     resets = 0
     for t in range(params.episode_len + 2):
         ks = jax.random.split(jax.random.PRNGKey(50 + t), 6)
