@@ -12,7 +12,7 @@ import pytest
 import vte
 from vte import checkpoint as ckpt
 from train import core, imitate, ppo
-from train.config import PPOConfig
+from train.config import ImitateConfig, PPOConfig, minibatches_of
 from vte.network import masked_logits
 
 TINY = ["--num-nodes", "8", "--queue-len", "4", "--episode-len", "6", "--num-envs", "8",
@@ -168,7 +168,6 @@ def test_the_distilled_target_is_the_softmax_of_the_feasible_costs():
 
 
 def test_the_training_env_reports_the_cost_of_every_action():
-    from train.config import ImitateConfig
     from train.envs import make_env
     env = make_env(ImitateConfig(num_nodes=8, queue_len=4, episode_len=6))
     obs, state = env.reset(jax.random.PRNGKey(3))
@@ -185,7 +184,6 @@ def test_the_training_env_reports_the_cost_of_every_action():
 
 
 def test_runs_saved_before_a_field_existed_load_with_what_they_did():
-    from train.config import ImitateConfig
     old = ImitateConfig(num_nodes=8).to_dict()
     for name in ("distill_temp", "distill_coef", "teacher"):
         del old[name]
@@ -211,8 +209,11 @@ def test_runs_saved_before_a_field_existed_load_with_what_they_did():
      "--samples-per-state=4 is invalid: allowed 1 with --gamma 0.9"),
     (["--samples-per-state", "0"], "--samples-per-state=0 is invalid"),
     # A default made invalid by a flag passed: the message blames the flag passed.
-    (["--num-envs", "4095"], "--num-minibatches was not given: its default 32 does not fit "
-                             "--num-envs=4095; pass --num-minibatches too"),
+    (["--num-envs", "1000000"], "--total-timesteps was not given: its default 2400000 does "
+                                "not fit --num-envs=1000000; pass --total-timesteps too"),
+    # Without --num-minibatches, minibatches of 128 decisions, or as near as divides.
+    (["--num-envs", "6", "--num-steps", "5", "--num-minibatches", "0"],
+     "--num-minibatches=0 is invalid: allowed an integer >= 1"),
     (["--devices", "2"], "XLA_FLAGS=--xla_force_host_platform_device_count=N gives N devices"),
 ])
 def test_bad_flags_fail_before_any_work(argv, message, capsys, tmp_path):
@@ -447,6 +448,24 @@ def test_all_actions_is_on_by_default_wherever_every_action_can_be_scored():
     old = PPOConfig().to_dict()
     del old["all_actions"]
     assert PPOConfig.from_dict(old).all_actions is False
+
+
+def test_ppo_minibatches_hold_128_decisions_unless_given():
+    """PPO's default minibatch is 128 decisions, as many minibatches as the rollout holds,
+    or the largest number below that which divides it; a number given is kept and checked.
+    The resolved number is what a run saves."""
+    def minibatch(**kw):
+        c = PPOConfig(**kw)
+        return c.num_minibatches, c.batch_size // c.num_minibatches
+
+    assert minibatch(num_envs=4096) == (128, 128)
+    assert minibatch(num_envs=1024) == (32, 128)
+    assert minibatch(num_envs=1000, num_steps=4) == (25, 160)     # 4000 / 31 is no integer
+    assert minibatch(num_envs=8) == (1, 32)                      # a rollout under 128
+    assert minibatch(num_envs=4096, num_minibatches=32) == (32, 512)
+    assert minibatches_of(4095 * 4, 128) == 126 and 4095 * 4 % 126 == 0
+    assert PPOConfig.from_dict(PPOConfig(num_envs=256).to_dict()).num_minibatches == 8
+    assert ImitateConfig().num_minibatches == 8                  # imitation: its own default
 
 
 def test_the_all_actions_loss_is_the_expected_sampled_surrogate():

@@ -47,6 +47,16 @@ def flag(default, help: str, *, low=None, high=None, group: str = "training",
                                             "metavar": metavar})
 
 
+def minibatches_of(batch: int, size: int) -> int:
+    """How many minibatches split `batch` decisions into minibatches of about `size`:
+    `batch // size` when it divides the batch, else the largest divisor of `batch` below
+    it (at least 1), so that every minibatch holds the same number of decisions."""
+    n = max(1, batch // size)
+    while batch % n:
+        n -= 1
+    return n
+
+
 def _flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -60,6 +70,9 @@ class TrainConfig:
     change defaults."""
 
     algorithm: ClassVar[str] = ""
+    # The minibatch `num_minibatches` gives by default (None), in decisions; None: the
+    # field's own default is a number, not None.
+    minibatch_size: ClassVar[int | None] = None
 
     # training
     num_envs: int = flag(1024, "environments stepped in parallel (per seed)", low=1)
@@ -129,6 +142,9 @@ class TrainConfig:
         for name in ("weights", "power_weight"):
             object.__setattr__(self, name, tuple(float(w) for w in getattr(self, name)))
         batch = self.num_envs * self.num_steps
+        if self.num_minibatches is None:
+            object.__setattr__(self, "num_minibatches",
+                               minibatches_of(batch, self.minibatch_size))
         if self.total_timesteps < batch:
             raise invalid("total_timesteps", self.total_timesteps,
                            f"at least num_envs * num_steps = {batch} (one update)",
@@ -282,11 +298,16 @@ class PPOConfig(TrainConfig):
 
     algorithm: ClassVar[str] = "ppo"
 
-    total_timesteps: int = flag(6_000_000, TrainConfig.__dataclass_fields__[
+    # Minibatches of 128 decisions: on the CPU, more and smaller gradient steps cost the
+    # same time per decision and learn more from each (benchmarks/RESULTS.md "Time to a
+    # trained scheduler"), so 2.4M steps do what 6M did with minibatches of 512.
+    minibatch_size: ClassVar[int | None] = 128
+    total_timesteps: int = flag(2_400_000, TrainConfig.__dataclass_fields__[
         "total_timesteps"].metadata["help"], low=1)
     lr: float = flag(1e-3, "Adam learning rate", low=0.0)
-    num_minibatches: int = flag(32, TrainConfig.__dataclass_fields__[
-        "num_minibatches"].metadata["help"], low=1)
+    num_minibatches: int | None = flag(None, TrainConfig.__dataclass_fields__[
+        "num_minibatches"].metadata["help"] + "; default: minibatches of 128 decisions "
+        "(num_envs * num_steps / 128, or the largest divisor of it below that)", low=1)
     gamma: float = flag(0.0, "discount; 0 credits each decision with its own reward",
                         low=0.0, high=1.0, group="algorithm")
     gae_lambda: float = flag(0.95, "GAE lambda", low=0.0, high=1.0, group="algorithm")
@@ -377,4 +398,4 @@ class ImitateConfig(TrainConfig):
 CONFIGS = {"ppo": PPOConfig, "imitate": ImitateConfig}
 
 
-__all__ = ["TrainConfig", "PPOConfig", "ImitateConfig", "CONFIGS", "flag"]
+__all__ = ["TrainConfig", "PPOConfig", "ImitateConfig", "CONFIGS", "flag", "minibatches_of"]
