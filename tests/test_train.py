@@ -450,10 +450,10 @@ def test_all_actions_is_on_by_default_wherever_every_action_can_be_scored():
     assert PPOConfig.from_dict(old).all_actions is False
 
 
-def test_ppo_minibatches_hold_128_decisions_unless_given():
-    """PPO's default minibatch is 128 decisions, as many minibatches as the rollout holds,
-    or the largest number below that which divides it; a number given is kept and checked.
-    The resolved number is what a run saves."""
+def test_minibatches_hold_128_decisions_unless_given():
+    """Both trainers' default minibatch is 128 decisions, as many minibatches as the
+    rollout holds, or the largest number below that which divides it; a number given is
+    kept and checked. The resolved number is what a run saves."""
     def minibatch(**kw):
         c = PPOConfig(**kw)
         return c.num_minibatches, c.batch_size // c.num_minibatches
@@ -465,7 +465,8 @@ def test_ppo_minibatches_hold_128_decisions_unless_given():
     assert minibatch(num_envs=4096, num_minibatches=32) == (32, 512)
     assert minibatches_of(4095 * 4, 128) == 126 and 4095 * 4 % 126 == 0
     assert PPOConfig.from_dict(PPOConfig(num_envs=256).to_dict()).num_minibatches == 8
-    assert ImitateConfig().num_minibatches == 8                  # imitation: its own default
+    assert ImitateConfig().num_minibatches == 32                 # 1024 environments x 4 steps
+    assert ImitateConfig(num_envs=8, num_minibatches=2).num_minibatches == 2
 
 
 def test_the_all_actions_loss_is_the_expected_sampled_surrogate():

@@ -299,8 +299,8 @@ class PPOConfig(TrainConfig):
     algorithm: ClassVar[str] = "ppo"
 
     # Minibatches of 128 decisions: on the CPU, more and smaller gradient steps cost the
-    # same time per decision and learn more from each (benchmarks/RESULTS.md "Time to a
-    # trained scheduler"), so 2.4M steps do what 6M did with minibatches of 512.
+    # same time per decision and learn more from each (benchmarks/RESULTS.md "Minibatches
+    # of 128 decisions"), so 2.4M steps do what 6M did with minibatches of 512.
     minibatch_size: ClassVar[int | None] = 128
     total_timesteps: int = flag(2_400_000, TrainConfig.__dataclass_fields__[
         "total_timesteps"].metadata["help"], low=1)
@@ -367,8 +367,11 @@ class ImitateConfig(TrainConfig):
 
     algorithm: ClassVar[str] = "imitate"
 
-    total_timesteps: int = flag(8_000_000, TrainConfig.__dataclass_fields__[
+    minibatch_size: ClassVar[int | None] = 128      # as PPO's; 5M steps do what 8M did
+    total_timesteps: int = flag(5_000_000, TrainConfig.__dataclass_fields__[
         "total_timesteps"].metadata["help"], low=1)
+    num_minibatches: int | None = flag(None, PPOConfig.__dataclass_fields__[
+        "num_minibatches"].metadata["help"], low=1)
     vf_coef: float = flag(0.5, "value loss weight", low=0.0, high=1e3, group="algorithm")
     teacher: str | None = flag(None, "the labels: a reference policy of the environment ("
                                + "; ".join(f"{e}: {', '.join(registry.registration(e).teachers)}"
