@@ -211,7 +211,7 @@ def test_runs_saved_before_a_field_existed_load_with_what_they_did():
     # A default made invalid by a flag passed: the message blames the flag passed.
     (["--num-envs", "1000000"], "--total-timesteps was not given: its default 2400000 does "
                                 "not fit --num-envs=1000000; pass --total-timesteps too"),
-    # Without --num-minibatches, minibatches of 128 decisions, or as near as divides.
+    # A number of minibatches given is checked (the default, None, is resolved).
     (["--num-envs", "6", "--num-steps", "5", "--num-minibatches", "0"],
      "--num-minibatches=0 is invalid: allowed an integer >= 1"),
     (["--devices", "2"], "XLA_FLAGS=--xla_force_host_platform_device_count=N gives N devices"),

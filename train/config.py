@@ -26,6 +26,12 @@ from vte.rng import SEED_LIMIT
 GROUPS = ("training", "algorithm", "environment", "outputs")
 ENVS = registry.flags()          # the --env names of the registered environments
 TEACHERS = tuple(dict.fromkeys(t for env in ENVS for t in registry.registration(env).teachers))
+# Both trainers' default minibatch, in decisions (`num_minibatches` None): on the CPU, a
+# gradient step of 128 decisions costs little less than one of 512, so smaller minibatches
+# give more steps in the same time and learn more from each decision (PPO: 2.4M steps do
+# what 6M did with minibatches of 512; imitation: 5M what 8M did; benchmarks/RESULTS.md
+# "Minibatches of 128 decisions").
+MINIBATCH = 128
 MIN_DISTILL_TEMP = 1e-6   # cost units; below it the teacher's softmax is a float32 argmax
 # Fields that runs saved before they existed lack, with the value those runs used (the
 # environments' own flags: their registrations' `defaults`).
@@ -70,9 +76,6 @@ class TrainConfig:
     change defaults."""
 
     algorithm: ClassVar[str] = ""
-    # The minibatch `num_minibatches` gives by default (None), in decisions; None: the
-    # field's own default is a number, not None.
-    minibatch_size: ClassVar[int | None] = None
 
     # training
     num_envs: int = flag(1024, "environments stepped in parallel (per seed)", low=1)
@@ -80,8 +83,10 @@ class TrainConfig:
     total_timesteps: int = flag(1_000_000, "environment steps per seed; updates = this // "
                                 "(num_envs * num_steps)", low=1)
     update_epochs: int = flag(2, "passes over each rollout", low=1)
-    num_minibatches: int = flag(8, "minibatches per epoch; must divide num_envs * num_steps",
-                                low=1)
+    num_minibatches: int | None = flag(
+        None, "minibatches per epoch; must divide num_envs * num_steps; default: minibatches "
+        f"of {MINIBATCH} decisions (num_envs * num_steps / {MINIBATCH}, or the largest divisor "
+        "of it below that)", low=1)
     lr: float = flag(3e-3, "Adam learning rate", low=0.0)
     anneal_lr: bool = flag(True, "decay the learning rate linearly to 0")
     max_grad_norm: float = flag(1.0, "clip gradients to this global norm", low=0.0)
@@ -144,7 +149,7 @@ class TrainConfig:
         batch = self.num_envs * self.num_steps
         if self.num_minibatches is None:
             object.__setattr__(self, "num_minibatches",
-                               minibatches_of(batch, self.minibatch_size))
+                               minibatches_of(batch, MINIBATCH))
         if self.total_timesteps < batch:
             raise invalid("total_timesteps", self.total_timesteps,
                            f"at least num_envs * num_steps = {batch} (one update)",
@@ -298,16 +303,9 @@ class PPOConfig(TrainConfig):
 
     algorithm: ClassVar[str] = "ppo"
 
-    # Minibatches of 128 decisions: on the CPU, more and smaller gradient steps cost the
-    # same time per decision and learn more from each (benchmarks/RESULTS.md "Minibatches
-    # of 128 decisions"), so 2.4M steps do what 6M did with minibatches of 512.
-    minibatch_size: ClassVar[int | None] = 128
     total_timesteps: int = flag(2_400_000, TrainConfig.__dataclass_fields__[
         "total_timesteps"].metadata["help"], low=1)
     lr: float = flag(1e-3, "Adam learning rate", low=0.0)
-    num_minibatches: int | None = flag(None, TrainConfig.__dataclass_fields__[
-        "num_minibatches"].metadata["help"] + "; default: minibatches of 128 decisions "
-        "(num_envs * num_steps / 128, or the largest divisor of it below that)", low=1)
     gamma: float = flag(0.0, "discount; 0 credits each decision with its own reward",
                         low=0.0, high=1.0, group="algorithm")
     gae_lambda: float = flag(0.95, "GAE lambda", low=0.0, high=1.0, group="algorithm")
@@ -367,11 +365,8 @@ class ImitateConfig(TrainConfig):
 
     algorithm: ClassVar[str] = "imitate"
 
-    minibatch_size: ClassVar[int | None] = 128      # as PPO's; 5M steps do what 8M did
     total_timesteps: int = flag(5_000_000, TrainConfig.__dataclass_fields__[
         "total_timesteps"].metadata["help"], low=1)
-    num_minibatches: int | None = flag(None, PPOConfig.__dataclass_fields__[
-        "num_minibatches"].metadata["help"], low=1)
     vf_coef: float = flag(0.5, "value loss weight", low=0.0, high=1e3, group="algorithm")
     teacher: str | None = flag(None, "the labels: a reference policy of the environment ("
                                + "; ".join(f"{e}: {', '.join(registry.registration(e).teachers)}"
