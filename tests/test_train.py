@@ -273,6 +273,24 @@ def test_make_train_is_the_training_the_script_runs(ppo_run):
     np.testing.assert_allclose(np.asarray(metrics["loss"][1]), losses, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
+def test_a_shorter_last_chunk_runs_the_same_compiled_program(tmp_path):
+    """5 updates in chunks of 2: the last chunk (1 update) runs the one compiled program
+    of the run (a program per chunk length compiled the update twice), and the rows are
+    make_train's, update by update."""
+    from train import run as run_module
+    run_module.clear_compiled()
+    out = str(tmp_path / "run")
+    ppo.main(TINY + ["--total-timesteps", str(8 * 4 * 5), "--out", out, "--eval-episodes", "0"])
+    assert [k[-1][0] for k in run_module._COMPILED if k[-1][0] == "chunk"] == ["chunk"]
+    rows = _rows(out)
+    assert [r["update"] for r in rows] == [1, 2, 3, 4, 5]
+    config = PPOConfig.from_dict(ckpt.load_config(out))
+    _, metrics = jax.jit(ppo.make_train(config))(core.seed_keys(config)[0])
+    np.testing.assert_allclose([r["loss"] for r in rows], np.asarray(metrics["loss"]),
+                               rtol=1e-4, atol=1e-6)
+
+
 # --------------------------------------------------------------------------
 # Nothing lost, nothing silent: run directories, checkpoints and flags
 # --------------------------------------------------------------------------
