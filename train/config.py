@@ -29,7 +29,7 @@ TEACHERS = tuple(dict.fromkeys(t for env in ENVS for t in registry.registration(
 # Both trainers' default minibatch, in decisions (`num_minibatches` None): on the CPU, a
 # gradient step of 128 decisions costs little less than one of 512, so smaller minibatches
 # give more steps in the same time and learn more from each decision (PPO: 2.4M steps do
-# what 6M did with minibatches of 512; imitation: 5M what 8M did; benchmarks/RESULTS.md
+# what 6M did with minibatches of 512; imitation: 6M what 8M did; benchmarks/RESULTS.md
 # "Minibatches of 128 decisions").
 MINIBATCH = 128
 MIN_DISTILL_TEMP = 1e-6   # cost units; below it the teacher's softmax is a float32 argmax
@@ -365,7 +365,7 @@ class ImitateConfig(TrainConfig):
 
     algorithm: ClassVar[str] = "imitate"
 
-    total_timesteps: int = flag(5_000_000, TrainConfig.__dataclass_fields__[
+    total_timesteps: int = flag(6_000_000, TrainConfig.__dataclass_fields__[
         "total_timesteps"].metadata["help"], low=1)
     vf_coef: float = flag(0.5, "value loss weight", low=0.0, high=1e3, group="algorithm")
     teacher: str | None = flag(None, "the labels: a reference policy of the environment ("
