@@ -96,9 +96,14 @@ class Dense(nn.Module):
         return _affine(x.astype(jnp.float32), kernel, bias)
 
 
+def _log_feature(x: jax.Array) -> jax.Array:
+    """The log feature of a feature x: log(max(x, 0) + _LOG_FLOOR)."""
+    return jnp.log(jnp.maximum(x, 0.0) + _LOG_FLOOR)
+
+
 def _with_logs(x: jax.Array) -> jax.Array:
     """Features joined with their logs: products of features become sums."""
-    return jnp.concatenate([x, jnp.log(jnp.maximum(x, 0.0) + _LOG_FLOOR)], axis=-1)
+    return jnp.concatenate([x, _log_feature(x)], axis=-1)
 
 
 def _flag_columns(table) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -109,7 +114,7 @@ def _flag_columns(table) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 NODE_FLAGS = _flag_columns(NODE_TABLE)
 REQUEST_FLAGS = _flag_columns(REQUEST_TABLE)
-# log(x + _LOG_FLOOR) of a flag x in {0, 1} is _LOG0 + x * (_LOG1 - _LOG0)
+# _log_feature of a flag x in {0, 1} is _LOG0 + x * (_LOG1 - _LOG0)
 _LOG0 = float(np.log(np.float32(_LOG_FLOOR)))
 _LOG1 = float(np.log(np.float32(1.0 + _LOG_FLOOR)))
 
@@ -149,7 +154,7 @@ class LogDense(nn.Module):
         plain = plain.at[flags].add((_LOG1 - _LOG0) * logs[flags])
         bias = bias + _LOG0 * logs[flags].sum(0)
         x = x.astype(jnp.float32)
-        x_in = jnp.concatenate([x, jnp.log(jnp.maximum(x[..., other], 0.0) + _LOG_FLOOR)], -1)
+        x_in = jnp.concatenate([x, _log_feature(x[..., other])], -1)
         k_in = jnp.concatenate([plain, logs[other]], 0)
         return _affine(x_in, k_in, bias) if self.written_backward else x_in @ k_in + bias
 
