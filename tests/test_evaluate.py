@@ -150,3 +150,34 @@ def test_runs_as_a_module_without_warnings():
                            "--help"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "--episodes" in done.stdout
+
+
+def test_network_weights_are_an_argument_of_one_compiled_program():
+    """A network policy's weights enter the evaluation's program as an argument: other
+    weights of the same shapes (another seed, a later checkpoint) run the program compiled
+    for the first, and score what the same network with those weights as constants scores."""
+    from vte.evaluate import _run
+    from vte.network import SchedulerNet, make_policy
+
+    params = SMALL.replace(episode_len=3)
+    net = SchedulerNet(hidden=8)
+    obs, _ = vte.reset(jax.random.PRNGKey(0), params)
+    # w1 never defers where a node is feasible, w2 always defers: a huge defer bias
+    init = net.init(jax.random.PRNGKey(1), obs)
+    w1, w2 = (jax.tree_util.tree_map(lambda x: x, init) for _ in range(2))
+    w1["params"]["defer_logit"]["bias"] = init["params"]["defer_logit"]["bias"] - 1e4
+    w2["params"]["defer_logit"]["bias"] = init["params"]["defer_logit"]["bias"] + 1e4
+    key = jax.random.PRNGKey(3)
+    first = vte.evaluate({"net": make_policy(net, w1), "kube": "kube_default"}, params, key, 2)
+    compiled = _run._cache_size()
+    second = vte.evaluate({"net": make_policy(net, w2), "kube": "kube_default"}, params, key, 2)
+    assert _run._cache_size() == compiled
+    # the same weights closed over by a plain callable: a program of its own, the same scores
+    closed = make_policy(net, w2)
+    constants = vte.evaluate({"net": lambda k, o, p: closed(k, o, p), "kube": "kube_default"},
+                             params, key, 2)
+    assert _run._cache_size() == compiled + 1
+    assert second["net"] == pytest.approx(constants["net"], rel=1e-6)
+    assert second["kube"] == first["kube"]
+    assert second["net"]["placed"] == 0 and second["net"]["deferred"] > 0
+    assert first["net"]["placed"] > 0

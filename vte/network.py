@@ -29,6 +29,7 @@ sampled or greedy action is always valid.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import flax.linen as nn
@@ -226,21 +227,40 @@ class SchedulerNet(nn.Module):
         return logits, value
 
 
-def make_policy(net: SchedulerNet, variables, greedy: bool = True
-                ) -> Callable[[jax.Array, Observation, object], jax.Array]:
-    """A policy `(key, obs, params) -> action` for one observation (vmap it for batches).
+@dataclasses.dataclass(frozen=True, eq=False)
+class NetworkPolicy:
+    """A network and its weights as a policy `(key, obs, params) -> action` for one
+    observation (`make_policy`; vmap it for batches).
+
+    Greedy takes the most likely action; otherwise an action is sampled from the policy.
+    `params` (the `EnvParams`) is accepted for the common policy signature and unused.
+    `vte.evaluate` hands `variables` to its compiled program as an argument, not as
+    constants, so evaluating other weights of the same shapes (another seed, a later
+    checkpoint) runs the program it compiled for the first."""
+
+    net: nn.Module
+    variables: Any
+    greedy: bool = True
+
+    def __call__(self, key: jax.Array, obs: Observation, params=None) -> jax.Array:
+        return self.apply(self.variables, key, obs, params)
+
+    def apply(self, variables, key: jax.Array, obs: Observation, params=None) -> jax.Array:
+        """The action of the same network with `variables` instead of its own."""
+        logits, _ = self.net.apply(variables, obs)
+        if self.greedy:
+            return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+        return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
+
+
+def make_policy(net: SchedulerNet, variables, greedy: bool = True) -> NetworkPolicy:
+    """A policy `(key, obs, params) -> action` for one observation (vmap it for batches):
+    `NetworkPolicy(net, variables, greedy)`.
 
     Greedy takes the most likely action; otherwise an action is sampled from the policy.
     `params` (the `EnvParams`) is accepted for the common policy signature and unused.
     """
-
-    def policy(key: jax.Array, obs: Observation, params=None) -> jax.Array:
-        logits, _ = net.apply(variables, obs)
-        if greedy:
-            return jnp.argmax(logits, axis=-1).astype(jnp.int32)
-        return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
-
-    return policy
+    return NetworkPolicy(net, variables, greedy)
 
 
-__all__ = ["SchedulerNet", "make_policy", "masked_logits"]
+__all__ = ["SchedulerNet", "NetworkPolicy", "make_policy", "masked_logits"]

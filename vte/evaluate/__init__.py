@@ -50,8 +50,9 @@ as JSON and draws a bar chart of the main metrics (see `--help`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -61,6 +62,7 @@ from vte import catalogue as C
 from vte import scoring
 from vte.env import action_index, reset, step_env
 from vte.heuristics import ALL
+from vte.network import NetworkPolicy
 from vte.params import EnvParams
 
 OPTIMAL = "optimal"
@@ -76,34 +78,64 @@ _STEP_SUMS = ("decisions", "matched", "regret", "cost", "optimal_cost", "invalid
               "completion_time", "latency_violations")
 
 
-def _branch(policy):
-    """The policy as a `lax.switch` branch `(key, obs, state, params) -> () int32`.
+@dataclasses.dataclass(frozen=True)
+class _Plain:
+    """A policy without weights of its own, as `(weights, key, obs, params) -> action`."""
+    policy: Callable
+
+    def __call__(self, weights, key, obs, params):
+        return self.policy(key, obs, params)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Network:
+    """The static part of a `vte.network.NetworkPolicy`: its network and greediness;
+    the weights come in as an argument of the compiled program."""
+    net: object
+    greedy: bool
+
+    def __call__(self, weights, key, obs, params):
+        return NetworkPolicy(self.net, weights, self.greedy)(key, obs, params)
+
+
+def _split(policy):
+    """(the static part of `policy`, hashable: the compiled program's key; its weights:
+    an argument of the program, or None). A `NetworkPolicy` splits into its network and
+    its variables, so every set of weights of the same shapes runs one program."""
+    if isinstance(policy, NetworkPolicy):
+        return _Network(policy.net, policy.greedy), policy.variables
+    return (policy if isinstance(policy, str) else _Plain(policy)), None
+
+
+def _branch(policy, index):
+    """The static policy `index` of `_split` as a `lax.switch` branch `(weights, key, obs,
+    state, params) -> () int32`, `weights` the tuple of every policy's weights.
 
     The branches must agree on one dtype, so the action becomes int32 after the checks
     of `vte.step` (`env.action_index`: one integer, else an error while tracing) and an
     integer outside [0, num_nodes] becomes -1: invalid, as `step` would score it.
     """
     if isinstance(policy, str):   # OPTIMAL, checked in `evaluate`
-        return lambda key, obs, state, params: scoring.optimal_action(state, params)
+        return lambda weights, key, obs, state, params: scoring.optimal_action(state, params)
 
-    def branch(key, obs, state, params):
-        a, in_range = action_index(policy(key, obs, params), params.num_nodes)
+    def branch(weights, key, obs, state, params):
+        a, in_range = action_index(policy(weights[index], key, obs, params), params.num_nodes)
         return jnp.where(in_range, a, -1).astype(jnp.int32)
 
     return branch
 
 
-def _episode(policies, index, key, params):
+def _episode(policies, index, key, params, weights):
     """Sums of one episode's per-decision quantities and its final counters, for
     `policies[index]` (`index` is not batched, so only that branch runs)."""
-    branches = [_branch(p) for p in policies]
+    branches = [_branch(p, i) for i, p in enumerate(policies)]
     k_reset, k_steps = jax.random.split(key)
     obs, state = reset(k_reset, params)
 
     def body(carry, k):
         obs, state, acc = carry
         k_act, k_step = jax.random.split(k)
-        action = lax.switch(index, branches, k_act, obs, state, params)
+        action = lax.switch(index, branches, weights, k_act, obs, state, params)
         hd = scoring.head(state.queue)
         obs, state, _, _, _, info = step_env(k_step, state, action, params)
         counted = hd.valid | info["invalid_action"]
@@ -131,13 +163,15 @@ def _episode(policies, index, key, params):
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _run(policies, keys, params):
-    """Metrics of every policy of the tuple `policies` over the episodes of `keys`, as
-    (P,) arrays. One executable for all policies: the environment compiles once, and
-    each policy is a branch of a `lax.switch` that only runs for its own episodes."""
+def _run(policies, keys, params, weights):
+    """Metrics of every policy of the tuple `policies` (static parts, `_split`) over the
+    episodes of `keys`, as (P,) arrays; `weights`: each policy's weights (or None). One
+    executable for all policies: the environment compiles once, each policy is a branch
+    of a `lax.switch` that only runs for its own episodes, and new weights of the same
+    shapes run the same executable."""
 
     def one(index):
-        acc = jax.vmap(lambda key: _episode(policies, index, key, params))(keys)
+        acc = jax.vmap(lambda key: _episode(policies, index, key, params, weights))(keys)
         return _reduce(acc, keys.shape[0])
 
     return lax.map(one, jnp.arange(len(policies)))
@@ -213,7 +247,8 @@ def evaluate(policies: Mapping, params: EnvParams, key: jax.Array,
     policies = _check(policies, params, num_episodes)
     keys = jax.random.split(key, num_episodes)
     names = list(policies)
-    metrics = jax.device_get(_run(tuple(policies[n] for n in names), keys, params))
+    static, weights = zip(*(_split(policies[n]) for n in names))
+    metrics = jax.device_get(_run(static, keys, params, weights))
     return {name: {m: float(metrics[m][i]) for m in METRICS} for i, name in enumerate(names)}
 
 
