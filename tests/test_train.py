@@ -96,13 +96,16 @@ def test_a_fresh_run_refuses_an_out_that_holds_checkpoints(ppo_run, capsys):
 
 @pytest.mark.slow
 def test_interrupted_and_resumed_equals_uninterrupted(ppo_run, tmp_path):
+    """Stopped after 3 updates (chunks of 2 and 1: the shorter chunk runs the run's one
+    compiled program, its length an argument) and resumed for the 4th: the same rows and
+    weights as the run of two full chunks."""
     out_full, _ = ppo_run
     out = str(tmp_path / "resumed")
-    ppo.main(PPO_RUN + ["--out", out, "--eval-episodes", "0", "--stop-after-updates", "2"])
+    ppo.main(PPO_RUN + ["--out", out, "--eval-episodes", "0", "--stop-after-updates", "3"])
     with ckpt.checkpoint_manager(out) as mngr:
-        assert mngr.latest_step() == 2
+        assert mngr.latest_step() == 3
     with open(os.path.join(out, "metrics.jsonl"), "a") as f:   # a row written after the
-        f.write(json.dumps({**_rows(out)[-1], "update": 3}) + "\n")   # checkpoint: dropped
+        f.write(json.dumps({**_rows(out)[-1], "update": 4}) + "\n")   # checkpoint: dropped
     ppo.main(["--resume", out])
     for seed in (0, 1):
         jax.tree_util.tree_map(
@@ -273,24 +276,6 @@ def test_make_train_is_the_training_the_script_runs(ppo_run):
     np.testing.assert_allclose(np.asarray(metrics["loss"][1]), losses, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.slow
-def test_a_shorter_last_chunk_runs_the_same_compiled_program(tmp_path):
-    """5 updates in chunks of 2: the last chunk (1 update) runs the one compiled program
-    of the run (a program per chunk length compiled the update twice), and the rows are
-    make_train's, update by update."""
-    from train import run as run_module
-    run_module.clear_compiled()
-    out = str(tmp_path / "run")
-    ppo.main(TINY + ["--total-timesteps", str(8 * 4 * 5), "--out", out, "--eval-episodes", "0"])
-    assert [k[-1][0] for k in run_module._COMPILED if k[-1][0] == "chunk"] == ["chunk"]
-    rows = _rows(out)
-    assert [r["update"] for r in rows] == [1, 2, 3, 4, 5]
-    config = PPOConfig.from_dict(ckpt.load_config(out))
-    _, metrics = jax.jit(ppo.make_train(config))(core.seed_keys(config)[0])
-    np.testing.assert_allclose([r["loss"] for r in rows], np.asarray(metrics["loss"]),
-                               rtol=1e-4, atol=1e-6)
-
-
 # --------------------------------------------------------------------------
 # Nothing lost, nothing silent: run directories, checkpoints and flags
 # --------------------------------------------------------------------------
@@ -391,7 +376,37 @@ def test_resume_refuses_flags_it_would_ignore(ppo_run, capsys):
             ppo.main(["--resume", out] + argv)
         err = capsys.readouterr().err
         assert exc.value.code == 2 and f"so {named} would be ignored" in err, argv
-        assert "allowed with --resume: --coordinator, --devices" in err
+        assert "allowed with --resume: --compilation-cache, --coordinator, --devices" in err
+
+
+def test_the_compilation_cache_is_on_by_default_and_can_be_moved_or_turned_off(
+        tmp_path, monkeypatch, capsys):
+    """The trainers keep compiled programs between runs: in a directory already configured
+    (JAX_COMPILATION_CACHE_DIR, research code), else in DEFAULT_CACHE; the flag moves it or
+    turns it off; an empty value is refused before any work."""
+    from train import run as run_module
+    saved = {k: getattr(jax.config, k) for k in ("jax_compilation_cache_dir",
+                                                 "jax_enable_compilation_cache")}
+    try:
+        configured = jax.config.jax_compilation_cache_dir
+        assert run_module.use_compilation_cache(None) == configured       # kept
+        jax.config.update("jax_compilation_cache_dir", None)
+        assert run_module.use_compilation_cache(None) == run_module.DEFAULT_CACHE
+        assert jax.config.jax_compilation_cache_dir == run_module.DEFAULT_CACHE
+        assert run_module.DEFAULT_CACHE.endswith(os.path.join("vte", "jax"))
+        here = str(tmp_path / "cache")
+        config, *_ = run_module.parse(TINY + ["--compilation-cache", here], PPOConfig, "")
+        assert jax.config.jax_compilation_cache_dir == here
+        assert jax.config.jax_enable_compilation_cache
+        run_module.parse(TINY + ["--compilation-cache", "off"], PPOConfig, "")
+        assert not jax.config.jax_enable_compilation_cache
+        with pytest.raises(SystemExit):
+            run_module.parse(TINY + ["--compilation-cache="], PPOConfig, "")
+        assert "--compilation-cache='' is invalid: allowed a directory or 'off'" in (
+            capsys.readouterr().err)
+    finally:
+        for k, v in saved.items():
+            jax.config.update(k, v)
 
 
 @pytest.mark.slow
