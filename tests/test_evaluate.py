@@ -163,7 +163,7 @@ def test_network_weights_are_an_argument_of_one_compiled_program():
     net = SchedulerNet(hidden=8)
     obs, _ = vte.reset(jax.random.PRNGKey(0), params)
     # w1 never defers where a node is feasible, w2 always defers: a huge defer bias
-    init = net.init(jax.random.PRNGKey(1), obs)
+    init = jax.jit(net.init)(jax.random.PRNGKey(1), obs)
     w1, w2 = (jax.tree_util.tree_map(lambda x: x, init) for _ in range(2))
     w1["params"]["defer_logit"]["bias"] = init["params"]["defer_logit"]["bias"] - 1e4
     w2["params"]["defer_logit"]["bias"] = init["params"]["defer_logit"]["bias"] + 1e4
