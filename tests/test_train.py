@@ -400,6 +400,8 @@ def test_the_compilation_cache_is_on_by_default_and_can_be_moved_or_turned_off(
         assert jax.config.jax_enable_compilation_cache
         run_module.parse(TINY + ["--compilation-cache", "off"], PPOConfig, "")
         assert not jax.config.jax_enable_compilation_cache
+        assert run_module.use_compilation_cache(None) is None          # off stays off
+        assert not jax.config.jax_enable_compilation_cache
         with pytest.raises(SystemExit):
             run_module.parse(TINY + ["--compilation-cache="], PPOConfig, "")
         assert "--compilation-cache='' is invalid: allowed a directory or 'off'" in (

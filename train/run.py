@@ -132,7 +132,7 @@ def use_compilation_cache(path: str | None) -> str | None:
 
     `path` None (the flag not given) keeps a directory already configured (the variable
     JAX_COMPILATION_CACHE_DIR, or `jax.config` in research code and tests), else uses
-    DEFAULT_CACHE. Programs are cached when they took 1 s or more to compile
+    DEFAULT_CACHE; a cache turned off there (JAX_ENABLE_COMPILATION_CACHE=false) stays off. Programs are cached when they took 1 s or more to compile
     (`jax_persistent_cache_min_compile_time_secs`); the key covers the program, the
     devices, the XLA flags and the versions of jax and jaxlib, so a changed program or
     installation compiles afresh. Removing the directory is always safe."""
@@ -140,6 +140,8 @@ def use_compilation_cache(path: str | None) -> str | None:
         jax.config.update("jax_enable_compilation_cache", False)
         return None
     if path is None:
+        if not jax.config.jax_enable_compilation_cache:
+            return None
         path = jax.config.jax_compilation_cache_dir or DEFAULT_CACHE
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_enable_compilation_cache", True)
