@@ -132,7 +132,8 @@ def use_compilation_cache(path: str | None) -> str | None:
 
     `path` None (the flag not given) keeps a directory already configured (the variable
     JAX_COMPILATION_CACHE_DIR, or `jax.config` in research code and tests), else uses
-    DEFAULT_CACHE; a cache turned off there (JAX_ENABLE_COMPILATION_CACHE=false) stays off. Programs are cached when they took 1 s or more to compile
+    DEFAULT_CACHE; a cache turned off there (JAX_ENABLE_COMPILATION_CACHE=false) stays
+    off. Programs are cached when they took 1 s or more to compile
     (`jax_persistent_cache_min_compile_time_secs`); the key covers the program, the
     devices, the XLA flags and the versions of jax and jaxlib, so a changed program or
     installation compiles afresh. Removing the directory is always safe."""
@@ -199,8 +200,8 @@ def parse(argv, config_cls: type[TrainConfig], description: str):
 
 
 # Flags --resume accepts: they change how the run continues, not what it is.
-RESUME_FLAGS = {"--resume", "--stop-after-updates", "--devices", "--compilation-cache", "--coordinator",
-                "--num-processes", "--process-id"}
+RESUME_FLAGS = {"--resume", "--stop-after-updates", "--devices", "--compilation-cache",
+                "--coordinator", "--num-processes", "--process-id"}
 
 
 def _flags_given(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
