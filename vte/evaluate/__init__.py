@@ -13,7 +13,10 @@ environment compiles once); metrics are reduced to scalars inside.
 
 A policy is a callable `(key, obs, params) -> action` (`vte.heuristics.ALL` holds the
 baselines; their names are accepted as strings too) or the string "optimal", which takes
-`vte.optimal_action` of the ground truth.
+`vte.optimal_action` of the ground truth. A trained network (`vte.make_policy`,
+`vte.load_policy`: a `vte.network.NetworkPolicy`) enters the program with its weights as an
+argument, so other weights of the same shapes (another seed, a later checkpoint) run the
+program already compiled, or kept by JAX's persistent compilation cache.
 
 **Decisions.** Each policy meets its own states after its first decision, so the
 per-decision metrics compare a policy with the optimum *of the state that policy is
