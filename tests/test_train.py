@@ -380,7 +380,7 @@ def test_resume_refuses_flags_it_would_ignore(ppo_run, capsys):
 
 
 def test_the_compilation_cache_is_on_by_default_and_can_be_moved_or_turned_off(
-        tmp_path, monkeypatch, capsys):
+        tmp_path, capsys):
     """The trainers keep compiled programs between runs: in a directory already configured
     (JAX_COMPILATION_CACHE_DIR, research code), else in DEFAULT_CACHE; the flag moves it or
     turns it off; an empty value is refused before any work."""
@@ -395,7 +395,7 @@ def test_the_compilation_cache_is_on_by_default_and_can_be_moved_or_turned_off(
         assert jax.config.jax_compilation_cache_dir == run_module.DEFAULT_CACHE
         assert run_module.DEFAULT_CACHE.endswith(os.path.join("vte", "jax"))
         here = str(tmp_path / "cache")
-        config, *_ = run_module.parse(TINY + ["--compilation-cache", here], PPOConfig, "")
+        run_module.parse(TINY + ["--compilation-cache", here], PPOConfig, "")
         assert jax.config.jax_compilation_cache_dir == here
         assert jax.config.jax_enable_compilation_cache
         run_module.parse(TINY + ["--compilation-cache", "off"], PPOConfig, "")

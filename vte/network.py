@@ -243,11 +243,7 @@ class NetworkPolicy:
     greedy: bool = True
 
     def __call__(self, key: jax.Array, obs: Observation, params=None) -> jax.Array:
-        return self.apply(self.variables, key, obs, params)
-
-    def apply(self, variables, key: jax.Array, obs: Observation, params=None) -> jax.Array:
-        """The action of the same network with `variables` instead of its own."""
-        logits, _ = self.net.apply(variables, obs)
+        logits, _ = self.net.apply(self.variables, obs)
         if self.greedy:
             return jnp.argmax(logits, axis=-1).astype(jnp.int32)
         return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
