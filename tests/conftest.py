@@ -19,10 +19,10 @@ from pathlib import Path
 # (they inherit the environment). Every program is kept, however fast it compiled: with
 # the fast-compile flags below a step at test size compiles in about 1.5 s, but the suite
 # also runs code op by op (eager steps, vmap without jit) and so compiles some 6,600
-# one-primitive programs of 5-50 ms each, the same ones again in every worker and after
-# every file's `jax.clear_caches`. Read back from the cache, an eager step of either
-# environment at test size costs 2.6-3.4 s of CPU instead of 5.7-6.6 s, and the whole
-# suite 7 % less CPU and time (benchmarks/RESULTS.md, "The test suite's time").
+# one-primitive programs of under 0.1 s each (most under 50 ms), the same ones again in
+# every worker and after every file's `jax.clear_caches`. Read back from the cache, an
+# eager step of either environment at test size costs 2.6-3.4 s of CPU instead of 5.7-6.6
+# s, and the whole suite 7 % less CPU and time (benchmarks/RESULTS.md, "The test suite's time").
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                       str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
