@@ -389,3 +389,20 @@ def test_the_kernel_decision_is_best_fit_and_defers_when_nothing_fits():
     assert nxt.shape == (4,) and bool(jnp.all((nxt >= 0) & (nxt < 0.25)))
     _, _, node = kernel.kernel_decision(capacity, free, 5 * request, jnp.uint32(7))
     assert int(node) == 3     # nothing fits: defer
+
+
+def test_plan_agreement_labels_each_state_twice_by_the_planner_and_once_by_fgd(tmp_path, capsys):
+    from benchmarks import plan_agreement
+    out = tmp_path / "agree.json"
+    result = plan_agreement.main(["--num-nodes", "8", "--envs", "2", "--steps", "4",
+                                  "--start", "1", "--every", "2", "--futures", "2",
+                                  "--json", str(out)])
+    assert result["states"] == 2 * 2                # decisions 1 and 3 of two environments
+    for share in ("planner_with_itself", "planner_with_fgd"):
+        assert result[share] * result["states"] == pytest.approx(
+            round(result[share] * result["states"]))   # whole counts of states
+        assert 0.0 <= result[share] <= 1.0
+    assert json.loads(out.read_text()) == result
+    assert f"{result['states']} states, 2 futures" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        plan_agreement.main(["--start", "48"])
