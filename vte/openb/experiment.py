@@ -398,8 +398,9 @@ def _curve(values: list) -> np.ndarray:
 
 
 def plot_overview(results: dict[str, dict], path: str, metric: str = "alloc") -> None:
-    """One small panel per trace: each policy's mean `metric` curve (solid) over the
-    published one (thin dotted, same colour), against arrived GPU demand."""
+    """One small panel per trace: each policy's mean `metric` curve (solid; a trained run
+    or other unpublished policy dashed) over the published one (thin dotted, same colour),
+    against arrived GPU demand."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -412,7 +413,7 @@ def plot_overview(results: dict[str, dict], path: str, metric: str = "alloc") ->
             style = style_of(name)
             ys = _curve(r["curves"][metric])
             ax.plot(np.arange(len(ys)), ys, lw=1.1, label=DISPLAY.get(name, name),
-                    **{**style, "marker": None})
+                    **{**style, "marker": None, "ls": "-" if name in STYLES else "--"})
             pub = (r["published"] or {}).get(metric)
             if pub:
                 ax.plot(np.arange(len(pub["curve"])), pub["curve"], lw=0.8, ls=":",
@@ -426,7 +427,9 @@ def plot_overview(results: dict[str, dict], path: str, metric: str = "alloc") ->
         axes.flat[0].set_ylim(60, 100)
         axes.flat[0].set_xlim(60, 131)
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.suptitle(f"vte (solid) and the published artifact (dotted), mean of "
+    unpublished = any(name not in STYLES for r in results.values() for name in r["policies"])
+    fig.suptitle(f"vte (solid{'; unpublished policies dashed' if unpublished else ''}) and "
+                 f"the published artifact (dotted), mean of "
                  f"{len(next(iter(results.values()))['seeds'])} seeds", fontsize=10)
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.955 if rows > 1 else 0.9),
                ncol=len(labels), fontsize=8, frameon=False)
