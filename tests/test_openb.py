@@ -68,6 +68,18 @@ def test_bundled_trace_loads_as_published():
     assert len(openb.load_pods("multigpu20", nodes)) == 8324
 
 
+def test_a_node_table_takes_a_sub_cluster_and_refuses_node_numbers_out_of_range():
+    nodes = openb.load_nodes("gpu")
+    part = nodes.take([5, 0, 1212])
+    assert part.names == (nodes.names[5], nodes.names[0], nodes.names[1212])
+    for field in ("cpu_milli", "memory_mib", "num_gpus", "model"):
+        np.testing.assert_array_equal(getattr(part, field), getattr(nodes, field)[[5, 0, 1212]])
+    assert part.models == nodes.models and part.path == nodes.path
+    for bad in ([1213], [-1], [[0, 1]]):
+        with pytest.raises(ValueError, match=r"node numbers in \[0, 1213\)"):
+            nodes.take(bad)
+
+
 @pytest.mark.parametrize("row, where", [
     (("p1", "12x", 1024, 1, 500, ""), "line 3, column 'cpu_milli': '12x' is not an integer"),
     (("p1", 1000, -5, 1, 500, ""), "line 3, column 'memory_mib': -5 is outside"),

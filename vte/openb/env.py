@@ -38,7 +38,6 @@ still applies to the full cluster. All functions are pure, jit- and vmap-able.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Sequence
 
 import jax
@@ -194,11 +193,7 @@ def _gpu_subset(nodes: NodeTable, subset: int, seed: int) -> NodeTable:
         raise ValueError(f"{nodes.path}: no node has a GPU; the replay measures GPU allocation")
     for draw in range(MAX_DRAWS):
         rng = np.random.default_rng([seed, 0x5B5E7] + ([draw] if draw else []))
-        pick = np.sort(rng.choice(len(nodes), subset, replace=False))
-        table = dataclasses.replace(
-            nodes, names=tuple(nodes.names[i] for i in pick), cpu_milli=nodes.cpu_milli[pick],
-            memory_mib=nodes.memory_mib[pick], num_gpus=nodes.num_gpus[pick],
-            model=nodes.model[pick])
+        table = nodes.take(np.sort(rng.choice(len(nodes), subset, replace=False)))
         if table.total_gpu_milli > 0:
             return table
     raise ValueError(f"seed {seed}: {MAX_DRAWS} draws of {subset} nodes held no GPU; use a "

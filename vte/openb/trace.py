@@ -57,6 +57,18 @@ class NodeTable:
     def __len__(self) -> int:
         return len(self.names)
 
+    def take(self, indices) -> "NodeTable":
+        """The nodes at `indices` (node numbers, in that order) with the same model
+        vocabulary: a sub-cluster of this node file."""
+        pick = np.asarray(indices, dtype=np.int64)
+        if pick.ndim != 1 or (pick.size and not (pick.min() >= 0 and pick.max() < len(self))):
+            raise ValueError(f"indices must be a 1-D sequence of node numbers in [0, {len(self)}), "
+                             f"got {pick.tolist()[:8]}{' ...' if pick.size > 8 else ''}")
+        return dataclasses.replace(
+            self, names=tuple(self.names[i] for i in pick), cpu_milli=self.cpu_milli[pick],
+            memory_mib=self.memory_mib[pick], num_gpus=self.num_gpus[pick],
+            model=self.model[pick])
+
 
 @dataclasses.dataclass(frozen=True)
 class PodTable:
