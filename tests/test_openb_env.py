@@ -77,6 +77,36 @@ def test_invalid_actions_fail_the_pod_change_nothing_and_are_penalised(params):
         oenv.step_env(jax.random.PRNGKey(0), state, jnp.zeros(2, jnp.int32), params)
 
 
+def test_fragmentation_shaping_adds_the_fragmentation_removed_and_keeps_invalid_actions_worst(
+        trace, params):
+    """With frag_shaping c a placement's reward gains c x the fragmentation it removes
+    (GPUs; the cluster's summed node fragmentation before minus after, negative where it
+    adds some), and an invalid action still lies at least the penalty below every valid one."""
+    c = 0.5
+    shaped = params.replace(frag_shaping=jnp.float32(c))
+    obs, state = RESET(jax.random.PRNGKey(3), params)
+    for _ in range(4):   # some load first: the first feasible node, four times
+        action = jnp.int32(np.argmax(np.asarray(obs.action_mask)))
+        obs, state = STEP_ENV(jax.random.PRNGKey(0), state, action, params)[:2]
+    mask = np.asarray(obs.action_mask)[:-1]
+    rewards, shapings = [], []
+    for node in np.flatnonzero(mask):
+        _, after, plain, _, _, _ = STEP_ENV(jax.random.PRNGKey(0), state, jnp.int32(node), params)
+        _, after_s, reward, _, _, _ = STEP_ENV(jax.random.PRNGKey(0), state, jnp.int32(node), shaped)
+        np.testing.assert_array_equal(np.asarray(after_s.nodes.gpu_free), np.asarray(after.nodes.gpu_free))
+        removed = float(jnp.sum(state.nodes.frag) - jnp.sum(after.nodes.frag)) / 1000
+        assert float(reward) - float(plain) == pytest.approx(c * removed, abs=1e-4)
+        rewards.append(float(reward))
+        shapings.append(removed)
+    assert len(rewards) >= 2 and len(set(np.round(shapings, 6))) >= 2   # the nodes differ
+    invalid = float(STEP_ENV(jax.random.PRNGKey(0), state, jnp.int32(params.num_nodes + 1), shaped)[2])
+    assert invalid == pytest.approx(-1.0 - c * int(np.max(state.cluster.num_gpus)))
+    assert invalid <= min(rewards) - 1.0
+    nodes, pods = trace
+    with pytest.raises(ValueError, match=r"frag_shaping=-0.1 is invalid: allowed a finite number >= 0"):
+        oenv.make_params(nodes, pods, seeds=[5], frag_shaping=-0.1)
+
+
 @pytest.mark.parametrize("name", ["best_fit", "fgd"])
 def test_an_episode_under_a_published_policy_equals_the_replay(trace, params, name):
     """Driving the environment with `policy_action(fgd)` gives the replay's log (the

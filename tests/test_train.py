@@ -211,6 +211,9 @@ def test_runs_saved_before_a_field_existed_load_with_what_they_did():
     (["--samples-per-state", "4", "--gamma", "0.9"],
      "--samples-per-state=4 is invalid: allowed 1 with --gamma 0.9"),
     (["--samples-per-state", "0"], "--samples-per-state=0 is invalid"),
+    (["--critic-warmup", "-1"], "--critic-warmup=-1 is invalid: allowed an integer >= 0"),
+    (["--frag-shaping", "-0.5"], "--frag-shaping=-0.5 is invalid: allowed a finite number >= 0"),
+    (["--frag-shaping", "nan"], "--frag-shaping=nan is invalid: allowed a finite number"),
     # A default made invalid by a flag passed: the message blames the flag passed.
     (["--num-envs", "1000000"], "--total-timesteps was not given: its default 2400000 does "
                                 "not fit --num-envs=1000000; pass --total-timesteps too"),
@@ -584,3 +587,25 @@ def test_the_extra_actions_are_the_policy_samples_with_their_rewards():
     assert np.all(np.asarray(traj.group_reward) <= 0)
     # More than one distinct action is sampled somewhere (the policy is not greedy).
     assert any(len(set(row)) > 1 for row in np.asarray(traj.group_action).reshape(-1, 5))
+
+
+def test_the_critic_warmup_passes_gradients_to_the_critics_own_layers_only():
+    """`critic_only`: the same values; while warm, a gradient reaches only the layers named
+    value_hidden and value (at any depth), afterwards every layer; a network without them
+    is refused."""
+    params = {"params": {"node_in": {"kernel": jnp.ones((2, 3))},
+                         "value_hidden": {"kernel": jnp.ones((3, 3)), "bias": jnp.ones(3)},
+                         "value": {"kernel": jnp.ones((3, 1))}}}
+
+    def total(p, warm):
+        return sum(jnp.sum(2.0 * x) for x in jax.tree_util.tree_leaves(ppo.critic_only(p, warm)))
+
+    held = ppo.critic_only(params, jnp.bool_(True))
+    assert jax.tree_util.tree_all(jax.tree_util.tree_map(jnp.array_equal, held, params))
+    for warm in (True, False):
+        grads = jax.jit(jax.grad(total), static_argnums=1)(params, warm)["params"]
+        for layer, leaves in grads.items():
+            expect = 0.0 if warm and layer == "node_in" else 2.0
+            assert all(bool(jnp.all(g == expect)) for g in leaves.values()), (warm, layer)
+    with pytest.raises(ValueError, match="no layer named value_hidden or value"):
+        ppo.critic_only({"params": {"dense": {"kernel": jnp.ones(2)}}}, jnp.bool_(True))

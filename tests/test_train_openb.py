@@ -73,12 +73,26 @@ def test_imitation_of_fgd_writes_every_output_and_the_replay_evaluation(imitatio
 
 @pytest.mark.slow   # trains or replays (compilation)
 def test_ppo_trains_on_the_replay_from_the_imitation(imitation_run, trace_files, tmp_path):
+    """PPO from the imitation, with fragmentation shaping and 2 updates of critic warm-up:
+    after them only the critic's own layers have moved; after 4 the policy has too."""
     out = str(tmp_path / "ppo")
     ppo.main(tiny(trace_files) + ["--gamma", "0.99", "--init-from", imitation_run[0],
+                                  "--critic-warmup", "2", "--frag-shaping", "0.5",
                                   "--eval-episodes", "0", "--out", out])
     rows = _rows(out)
     assert len(rows) == 4 and all(np.isfinite(r["loss"]) for r in rows)
     assert all(r["invalid_rate"] == 0.0 for r in rows)
+    start = ckpt.load_variables(imitation_run[0])["params"]
+    warm, end = (ckpt.load_variables(out, step=s)["params"] for s in (2, 4))
+    def moved(p, layer):
+        return any(not np.array_equal(start[layer][k], p[layer][k]) for k in start[layer])
+
+    actor = [layer for layer in start if layer not in ppo.CRITIC_LAYERS]
+    assert all(moved(warm, layer) for layer in ppo.CRITIC_LAYERS)
+    assert not any(moved(warm, layer) for layer in actor)
+    assert any(moved(end, layer) for layer in actor)
+    config = ckpt.load_config(out)
+    assert config["critic_warmup"] == 2 and config["env"]["frag_shaping"] == 0.5
 
 
 @pytest.mark.slow   # trains or replays (compilation)

@@ -36,7 +36,8 @@ MIN_DISTILL_TEMP = 1e-6   # cost units; below it the teacher's softmax is a floa
 # Fields that runs saved before they existed lack, with the value those runs used (the
 # environments' own flags: their registrations' `defaults`).
 ADDED_LATER = {"env": "synthetic", "teacher": "optimal", "distill_temp": 0.0,
-               "distill_coef": 1.0, "samples_per_state": 1, "all_actions": False}
+               "distill_coef": 1.0, "samples_per_state": 1, "all_actions": False,
+               "critic_warmup": 0}
 for _env in ENVS:
     ADDED_LATER.update(registry.registration(_env).defaults)
 # Fields stored under "env" in config.json (the layout every saved run has): the name and
@@ -126,6 +127,11 @@ class TrainConfig:
         "decision adds against its GPUs uniformly in [LOW, HIGH], 0 <= LOW <= HIGH <= 1, "
         "shown to the policy (openb; 0 0: GPUs only)", group="environment",
         metavar=("LOW", "HIGH"))
+    frag_shaping: float = flag(0.0, "reward shaping: GPUs of reward per GPU of fragmentation "
+                               "a placement removes (FGD's gain at the chosen node; negative "
+                               "where it adds some), so each decision is credited with what "
+                               "it leaves for later pods (openb; 0: none)", low=0.0,
+                               group="environment")
     # outputs
     log_every: int = flag(5, "updates per compiled chunk: metrics and progress bar refresh",
                           low=1, group="outputs")
@@ -313,6 +319,11 @@ class PPOConfig(TrainConfig):
                            low=1e-6, high=10.0, group="algorithm")
     ent_coef: float = flag(0.003, "entropy bonus", low=0.0, high=1e3, group="algorithm")
     vf_coef: float = flag(0.5, "value loss weight", low=0.0, high=1e3, group="algorithm")
+    critic_warmup: int = flag(0, "first updates in which only the critic's own layers "
+                              "(value_hidden, value) learn: the policy stays as it started "
+                              "(e.g. --init-from an imitation run) while the critic learns "
+                              "its returns, so the first policy steps get advantages from a "
+                              "critic of this policy", low=0, group="algorithm")
     samples_per_state: int = flag(1, "actions sampled in each visited state and scored with "
                                   "the environment's reward function (vte.reward) without "
                                   "stepping; the policy gradient uses all of them, each "

@@ -35,6 +35,14 @@ the behaviour policy of what a sampled action gives (`expected_surrogate`), each
 against the state's expected reward. The policy gradient then has no sampling noise, and
 the critic learns the expected reward. `--no-all-actions` learns from the sampled action's
 reward alone, as PPO does where the reward of an action not taken is unknown.
+
+`--critic-warmup U` (for a run that starts from another, `--init-from`): in the first U
+updates only the critic's own layers (`value_hidden`, `value`) learn, every other
+parameter held by `stop_gradient`, so the policy it starts from collects the rollouts
+while the critic learns their returns (GAE targets, Monte-Carlo returns at `--gae-lambda
+1`); the policy then moves with advantages from a critic of itself instead of a fresh one.
+Adam's moments of the held layers stay 0 meanwhile, so their first steps after it are
+small and grow over some ten steps.
 """
 
 from __future__ import annotations
@@ -102,9 +110,14 @@ def make_update(config: PPOConfig, network=None):
             advantages = gae(traj, net.apply(runner.params, rollout_end[1])[1])
             targets = advantages + traj.value
 
-        # LOSS (clipped surrogate, clipped value loss, entropy bonus)
+        # LOSS (clipped surrogate, clipped value loss, entropy bonus); during the critic's
+        # warm-up only the critic's own layers receive a gradient.
+        warm = runner.update < config.critic_warmup
+
         def loss_fn(p, mb):
             t, adv, target = mb
+            if config.critic_warmup:
+                p = critic_only(p, warm)
             logits, value = net.apply(p, t.obs)
             log_probs = jax.nn.log_softmax(logits)
             if every:   # every action, weighted by its behaviour probability
@@ -141,6 +154,24 @@ def make_update(config: PPOConfig, network=None):
         return core.minibatch_sgd(runner, rollout_end, data, loss_fn, tx, config, stats)
 
     return init, update
+
+
+CRITIC_LAYERS = ("value_hidden", "value")   # the critic's own layers in every vte network
+
+
+def critic_only(params, warm: jax.Array):
+    """`params` unchanged in value; while `warm` (a () bool) a gradient through them reaches
+    only the critic's own layers (`CRITIC_LAYERS`, by name at any depth), every other leaf
+    behind `stop_gradient`. ValueError (at trace time) when no layer has such a name."""
+    def is_critic(path) -> bool:
+        return any(getattr(k, "key", None) in CRITIC_LAYERS for k in path)
+
+    if not any(is_critic(path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]):
+        raise ValueError(f"--critic-warmup: the network has no layer named {' or '.join(CRITIC_LAYERS)}"
+                         " (the critic's own layers), so nothing could learn while the policy waits")
+    return jax.tree_util.tree_map_with_path(
+        lambda path, x: x if is_critic(path) else jnp.where(warm, jax.lax.stop_gradient(x), x),
+        params)
 
 
 def clipped_surrogate(log_ratio: jax.Array, adv: jax.Array, clip_eps: float):

@@ -82,6 +82,9 @@ class OpenBParams:
     power_weight_spread: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
                              # () float32 >= 0: each episode draws its preference uniformly
                              # in [power_weight, power_weight + spread] (0: power_weight)
+    frag_shaping: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
+                             # () float32 >= 0, GPUs of reward per GPU of fragmentation a
+                             # placement removes (FGD's gain at the chosen node; 0: none)
     num_models: int = struct.field(pytree_node=False, default=1)   # GPU models (one-hot width)
 
     @property
@@ -145,12 +148,15 @@ class Observation:
 
 def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: float = 1.3,
                 subset: int | None = None, invalid_penalty: float = 1.0,
-                power_weight: float | tuple[float, float] = 0.0) -> OpenBParams:
+                power_weight: float | tuple[float, float] = 0.0,
+                frag_shaping: float = 0.0) -> OpenBParams:
     """A bank of one workload per seed (OPENB.md section 2), on the full cluster or on a
     random `subset` of its nodes (demand tuned to that sub-cluster's GPUs); `power_weight`
     in [0, 1] weighs the kW a decision adds against its GPUs in the reward (a scalar of the
     params: `params.replace(power_weight=...)` and `jax.vmap` over it work too), or a range
-    (low, high) with 0 <= low <= high <= 1 from which each episode draws its own."""
+    (low, high) with 0 <= low <= high <= 1 from which each episode draws its own.
+    `frag_shaping` c >= 0 adds c x the fragmentation a placement removes (GPUs, FGD's gain
+    at the chosen node; negative where it adds some) to its reward (OPENB.md section 10)."""
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds is empty: give at least one seed")
@@ -158,6 +164,8 @@ def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: fl
         raise ValueError(f"subset={subset} is invalid: allowed 1..{len(nodes)} nodes")
     if not np.isfinite(invalid_penalty) or invalid_penalty < 0:
         raise ValueError(f"invalid_penalty={invalid_penalty} is invalid: allowed a finite number >= 0")
+    if not np.isfinite(frag_shaping) or frag_shaping < 0:
+        raise ValueError(f"frag_shaping={frag_shaping} is invalid: allowed a finite number >= 0")
     low, high = (power_weight, power_weight) if np.ndim(power_weight) == 0 else power_weight
     if not (np.isfinite(low) and np.isfinite(high) and 0.0 <= low <= high <= 1.0):
         raise ValueError(f"power_weight={power_weight} is invalid: allowed a number in [0, 1] "
@@ -179,7 +187,7 @@ def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: fl
         length=jnp.asarray([len(w.order) for w in works], jnp.int32), empty_frag=empty,
         invalid_penalty=jnp.float32(invalid_penalty), power=watts,
         power_weight=jnp.float32(low), power_weight_spread=jnp.float32(high - low),
-        num_models=max(len(nodes.models), 1))
+        frag_shaping=jnp.float32(frag_shaping), num_models=max(len(nodes.models), 1))
 
 
 MAX_DRAWS = 100   # sub-cluster draws per seed before a GPU-less node file is given up on
@@ -309,7 +317,7 @@ def _transition(state: EnvState, action: jax.Array, in_range: jax.Array, params:
     # The GPU rule and the watts at the chosen node only: both read that node's column alone
     # (`cluster.column`), so this is column `node` of the whole cluster's FGD and power.
     one, one_spec = cluster.column(st, spec, node)
-    _, gpu = fgd_gain(one, pod, one_spec)                                      # (1,)
+    gain, gpu = fgd_gain(one, pod, one_spec)                                   # (1,) each
     added, _ = power_increase(one, pod, one_spec, params.power, gpu)           # (1,) W
     new = cluster.submit(cluster.place(st, spec, pod, node, gpu[0], placed), pod)
     gpus = jnp.where(placed, demand, 0).astype(jnp.float32) / MILLI
@@ -337,8 +345,15 @@ def _transition(state: EnvState, action: jax.Array, in_range: jax.Array, params:
     # there gets the bound instead: still at least the penalty below every valid action.
     with_power = params.power_weight + params.power_weight_spread > 0
     worst = jax.lax.cond(with_power, worst_valid, below_worst_valid)
+    # Fragmentation shaping: c x the fragmentation the placement removes, in GPUs. A
+    # placement adds at most the node's free GPUs of it (F <= the free milli), so every
+    # valid action's shaping is >= -c x the most GPUs a node has: the invalid one is scored
+    # that much lower again, with no node scored.
+    c = params.frag_shaping
+    shaping = c * gain[0] / MILLI
+    worst = worst - c * jnp.max(spec.num_gpus).astype(jnp.float32)
     added_w = jnp.where(placed, added[0], 0)
-    reward = jnp.where(valid, jnp.where(placed, reward_of(added[0]), 0.0),
+    reward = jnp.where(valid, jnp.where(placed, reward_of(added[0]) + shaping, 0.0),
                        jnp.minimum(worst, 0.0) - params.invalid_penalty)
     state = state.replace(
         nodes=new, steps=state.steps + pod.valid.astype(jnp.int32),

@@ -42,7 +42,7 @@ MAKE_WORKLOADS = 16         # workloads of `vte.make("OpenB-v0")` when no seeds 
 BUNDLED_TRACES = ("default", "gpuspec10", "multigpu20")
 TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd",
             "preference_mix", "plan_fgd")
-CONFIG_KEYS = ("num_nodes", "trace", "nodes", "workloads", "tune", "power_weight")
+CONFIG_KEYS = ("num_nodes", "trace", "nodes", "workloads", "tune", "power_weight", "frag_shaping")
 
 
 @functools.lru_cache(maxsize=8)
@@ -94,7 +94,8 @@ def run_params(config, train: bool):
     nodes, pods = load_trace(config.trace, config.nodes)
     params = oenv.make_params(nodes, pods, range(TRAIN_SEED0, TRAIN_SEED0 + config.workloads),
                               tune=config.tune, subset=_subset(config, nodes),
-                              power_weight=tuple(config.power_weight))
+                              power_weight=tuple(config.power_weight),
+                              frag_shaping=config.frag_shaping)
     return oenv.OpenBEnv(params), params
 
 
@@ -262,4 +263,4 @@ REGISTRATION = Registration(
     evaluate_main="vte.openb.__main__",
     small={"subset": 4, "seeds": (1, 2)},
     defaults={"trace": "default", "nodes": "gpu", "workloads": 256, "tune": 1.3,
-              "power_weight": (0.0, 0.0)})
+              "power_weight": (0.0, 0.0), "frag_shaping": 0.0})
