@@ -8,7 +8,10 @@ beside FGD, BestFit, PWR and the PWR+FGD mixes, and whether its front dominates 
 
 The run is a `train/imitate.py --env openb --power-weight LOW HIGH` (or PPO) directory; each
 preference w is the network with `Observation.preference` = w (`network.as_policy`), named
-`learned@w`. FGD is always replayed (the savings' reference); the other published and power
+`learned@w`. `--pwr-weights A,B,...` adds the run's network at w = 0 combined with PWR,
+a x PWR + (1000 - a) x the network's rescaled logits (`power.pwr_with`), named
+`learned+pwr@a`, part of the learned front too (`--preferences ""` for these alone).
+FGD is always replayed (the savings' reference); the other published and power
 policies are replayed (`--policies`) or, with `--baselines`, taken from an earlier
 `benchmarks/openb_power.py` JSON of the same trace, tune and seeds, whose FGD must equal the
 one replayed here. `--front PNG --fronts A.json,B.json` draws the fronts of finished JSONs.
@@ -25,24 +28,39 @@ from vte import checkpoint as ckpt
 from vte.files import atomic_write, atomic_write_text, check_output_path
 from vte.openb import power_experiment
 from vte.openb.network import as_policy, models_of
-from vte.openb.power import policy_by_name, power_model
+from vte.openb.power import WEIGHT_TOTAL, policy_by_name, power_model, pwr_with
 from vte.openb.trace import TraceError, load_nodes, load_pods
 
 
-def learned_policies(run: str, preferences: list[float], nodes) -> dict:
-    """`learned@w` -> the run's seed-0 network as a replay policy at preference w."""
+def learned_policies(run: str, preferences: list[float], nodes,
+                     pwr_weights: tuple[int, ...] = ()) -> dict:
+    """`learned@w` -> the run's seed-0 network as a replay policy at preference w, and
+    `learned+pwr@a` -> that network at w = 0 combined with PWR at weight a (`pwr_with`)."""
     config = ckpt.load_config(run)
     net, variables = ckpt.network_from_config(config), ckpt.load_variables(run)
     watts = power_model(nodes.models)
-    return {f"learned@{w:g}": as_policy(net, variables, models_of(variables), w, watts)
-            for w in preferences}
+    out = {f"learned@{w:g}": as_policy(net, variables, models_of(variables), w, watts)
+           for w in preferences}
+    if pwr_weights:
+        alone = as_policy(net, variables, models_of(variables), 0.0, watts)
+        out.update({f"learned+pwr@{a}": pwr_with(alone, a, nodes.models) for a in pwr_weights})
+    return out
 
 
 def _preferences(text: str) -> list[float]:
     values = [float(v) for v in text.split(",") if v.strip()]
-    if not values or any(not 0.0 <= v <= 1.0 for v in values) or len(set(values)) != len(values):
+    if any(not 0.0 <= v <= 1.0 for v in values) or len(set(values)) != len(values):
         raise ValueError(f"--preferences {text!r}: distinct numbers in [0, 1], comma-separated")
     return values
+
+
+def _pwr_weights(text: str) -> tuple[int, ...]:
+    parts = [v.strip() for v in text.split(",") if v.strip()]
+    if (any(not v.isdigit() or int(v) > WEIGHT_TOTAL for v in parts)
+            or len(set(map(int, parts))) != len(parts)):
+        raise ValueError(f"--pwr-weights {text!r}: distinct integers in [0, {WEIGHT_TOTAL}], "
+                         "comma-separated")
+    return tuple(int(v) for v in parts)
 
 
 def _baselines(path: str, pods, tune: float, seeds: list[int]) -> dict:
@@ -77,6 +95,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--nodes", default="gpu", help="node file: 'gpu', 'all' or a path")
     parser.add_argument("--pods", default="default", help="pod file: a bundled name or a path")
     parser.add_argument("--preferences", default="0,0.4,0.55,0.7,0.85,1")
+    parser.add_argument("--pwr-weights", default="",
+                        help="PWR weights a of the network combined with PWR (learned+pwr@a)")
     parser.add_argument("--policies", default="fgd",
                         help="published and power policies replayed beside (fgd always)")
     parser.add_argument("--baselines", default=None, help="an earlier openb_power.py JSON")
@@ -105,11 +125,14 @@ def main(argv: list[str] | None = None) -> dict:
         raise ValueError("--run DIR is needed (or --fronts to draw finished results)")
     if not 1 <= args.seeds <= 4096:
         raise ValueError(f"--seeds {args.seeds}: must be in [1, 4096]")
+    preferences, pwr_weights = _preferences(args.preferences), _pwr_weights(args.pwr_weights)
+    if not preferences and not pwr_weights:
+        raise ValueError("--preferences and --pwr-weights are both empty: nothing learned to measure")
     nodes = load_nodes(args.nodes)
     pods = load_pods(args.pods, nodes)
     names = list(dict.fromkeys(["fgd"] + [p.strip() for p in args.policies.split(",") if p.strip()]))
     chosen = {name: policy_by_name(name, nodes.models) for name in names}
-    learned = learned_policies(args.run, _preferences(args.preferences), nodes)
+    learned = learned_policies(args.run, preferences, nodes, pwr_weights)
     seeds = list(range(42, 42 + args.seeds))
     base = None if args.baselines is None else _baselines(args.baselines, pods, args.tune, seeds)
     result = power_experiment.measure(nodes, pods, {**chosen, **learned}, seeds, args.tune,

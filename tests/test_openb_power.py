@@ -124,6 +124,37 @@ def test_pwr_and_the_mixes_by_hand(small):
             power.pwr_fgd(bad)
 
 
+def test_pwr_with_any_base_by_hand(small):
+    """`pwr_with(base, a)`: a x PWR + (1000 - a) x the base's scores rescaled to [0, 100]
+    over the feasible nodes; the base's node and GPU at a = 0, PWR's at 1000."""
+    nodes, spec, state, table = small
+    state = with_node(state, 0, [600, 1000], cpu_free=30000)
+    p = pod(cpu=1000, milli=200)
+    feasible = cluster.feasible(state, p, spec)
+    key = jax.random.PRNGKey(0)
+
+    def base(scores):
+        return lambda *_: (jnp.asarray(scores, jnp.float32), jnp.array([1, 0, 0, 0], jnp.int32))
+
+    def run(a, scores=(1.234, -0.5, 3.0, 99.0)):        # n3 (99) is infeasible: not rescaled
+        s, g = power.pwr_with(base(scores), a, nodes.models)(key, state, p, feasible, spec)
+        return np.asarray(s)[:3], int(g[0])
+    # The base rescaled: (s + 0.5) / 3.5 x 100 = 49.54, 0, 100; PWR 100, 50, 0 (GPU 0 on n0).
+    s, g = run(0)
+    np.testing.assert_allclose(s, [1000 * 173.4 / 3.5, 0, 100_000], rtol=1e-6)
+    assert g == 1 and int(np.argmax(s)) == 2                   # the base's node and GPU
+    s, g = run(1000)
+    assert s.tolist() == [100_000, 50_000, 0] and g == 0        # PWR exactly, its GPU
+    s, g = run(300)
+    np.testing.assert_allclose(s, [30_000 + 700 * 173.4 / 3.5, 15_000, 70_000], rtol=1e-6)
+    assert run(500)[1] == 1 and run(501)[1] == 0                 # the larger weight's GPU
+    s, _ = run(200, scores=(7.0, 7.0, 7.0, -3.0))                # alike: the base gives 100
+    assert s.tolist() == [200 * 100 + 800 * 100, 200 * 50 + 800 * 100, 800 * 100]
+    for bad in (-1, 1001, 2.5, True):
+        with pytest.raises(ValueError, match="the PWR weight must be an integer in"):
+            power.pwr_with(base((0, 0, 0, 0)), bad)
+
+
 def test_names_resolve_and_published_names_stay():
     from vte.openb import policies
     assert list(policies.POLICIES) == ["random", "dot_product", "gpu_clustering", "gpu_packing",

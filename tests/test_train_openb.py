@@ -4,6 +4,7 @@ over nodes), `python -m vte.openb --policies RUN_DIR`, and the flags' errors."""
 
 import json
 import os
+import re
 
 import jax
 import jax.numpy as jnp
@@ -93,6 +94,30 @@ def test_ppo_trains_on_the_replay_from_the_imitation(imitation_run, trace_files,
     assert any(moved(end, layer) for layer in actor)
     config = ckpt.load_config(out)
     assert config["critic_warmup"] == 2 and config["env"]["frag_shaping"] == 0.5
+
+
+@pytest.mark.slow   # replays (compilation)
+def test_the_power_front_takes_the_network_combined_with_pwr(imitation_run, trace_files, tmp_path):
+    """`benchmarks/openb_power_learned.py --pwr-weights`: the run's network combined with
+    PWR is the network alone at a = 0 and PWR at a = 1000, on the power figures too."""
+    from benchmarks import openb_power_learned
+    node_file, pod_file = trace_files
+    out = tmp_path / "front.json"
+    result = openb_power_learned.main([
+        "--run", imitation_run[0], "--nodes", node_file, "--pods", pod_file, "--seeds", "2",
+        "--preferences", "0", "--pwr-weights", "0,1000", "--policies", "pwr", "--json", str(out),
+        "--no-progress"])
+    pol = result["policies"]
+    assert result["learned"] == ["learned@0", "learned+pwr@0", "learned+pwr@1000"]
+    for ours, theirs in (("learned+pwr@0", "learned@0"), ("learned+pwr@1000", "pwr")):
+        for key in ("grar_per_seed", "power_w"):
+            assert pol[ours][key] == pol[theirs][key], (ours, key)
+    assert json.loads(out.read_text())["learned"] == result["learned"]
+    for bad, message in (("0,0", "distinct integers"), ("1001", "in [0, 1000]"), ("-5", "in [0, 1000]")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            openb_power_learned.main(["--run", imitation_run[0], "--pwr-weights", bad])
+    with pytest.raises(ValueError, match="both empty"):
+        openb_power_learned.main(["--run", imitation_run[0], "--preferences", ""])
 
 
 @pytest.mark.slow   # trains or replays (compilation)

@@ -178,6 +178,34 @@ def mix_scores(a: jax.Array, key, state: State, pod: Pod, feasible: jax.Array, s
     return (a * pwr + (WEIGHT_TOTAL - a) * frag).astype(jnp.int32), gpu
 
 
+def pwr_with(base: Policy, a: int, models: Sequence[str] = BUNDLED_MODELS) -> Policy:
+    """The PWR+FGD combination with any base policy in FGD's place: a x PWR + (1000 - a) x S,
+    S the base's scores min-max rescaled to [0, 100] over the feasible nodes in float32
+    (100 everywhere when they score alike), as PWR's raw score is rescaled; the node of the
+    best, ties to the smallest rank as every policy's. A shared pod takes the base's GPU,
+    PWR's when a > 500. At a = 0 it keeps the base's order (rescaling is increasing), at
+    a = 1000 it is PWR. E.g. `base` a trained network at preference 0
+    (`network.as_policy`), whose logits have no fixed scale: its learned allocation traded
+    against PWR's watts (OPENB.md section 11). Raises ValueError for a weight outside the
+    integers 0..1000."""
+    if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a <= WEIGHT_TOTAL:
+        raise ValueError(f"a={a!r}: the PWR weight must be an integer in [0, {WEIGHT_TOTAL}]")
+    a, table = int(a), power_model(models)
+
+    def policy(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
+        scores, base_gpu = base(key, state, pod, feasible, spec)
+        scores = jnp.asarray(scores, jnp.float32)
+        lo = jnp.min(jnp.where(feasible, scores, jnp.inf))
+        hi = jnp.max(jnp.where(feasible, scores, -jnp.inf))
+        rescaled = jnp.where(hi > lo, (scores - lo) / jnp.where(hi > lo, hi - lo, 1.0) * 100.0, 100.0)
+        rescaled = jnp.where(feasible, rescaled, 0.0)
+        pwr, pwr_gpu = pwr_score(state, pod, feasible, spec, table)
+        gpu = jnp.where(a > WEIGHT_TOTAL - a, pwr_gpu, base_gpu)
+        return jnp.float32(a) * pwr + jnp.float32(WEIGHT_TOTAL - a) * rescaled, gpu
+
+    return policy
+
+
 def preference_weight(w: jax.Array) -> jax.Array:
     """() int32: the PWR weight a = round(1001^w - 1) in [0, 1000] of a power preference w in
     [0, 1]: FGD at w = 0, PWR at w = 1, log-spaced between (w = 0.5: a = 31; w = 0.75:

@@ -217,12 +217,19 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str) -> N
             style = STYLES.get(name) or style_of(name)
             ax.plot(r["savings_plateau_pct"]["mean"], r["grar"], "o", color=style.get("color"),
                     label=display_name(name))
-        xs = [pol[p]["savings_plateau_pct"]["mean"] for p in learned if p in pol]
-        ys = [pol[p]["grar"] for p in learned if p in pol]
-        ax.plot(xs, ys, "-s", color="magenta", ms=4, label="learned (preference w)")
-        for p, x, y in zip(learned, xs, ys):
-            ax.annotate(p.split("@")[-1], (x, y), fontsize=7, xytext=(3, -8),
-                        textcoords="offset points")
+        groups: dict[str, list[str]] = {}     # "learned@w" and "learned+pwr@a": a line each
+        for p in learned:
+            if p in pol:
+                groups.setdefault(p.split("@")[0], []).append(p)
+        for (group, names), color in zip(groups.items(), ("magenta", "darkorange", "teal")):
+            xs = [pol[p]["savings_plateau_pct"]["mean"] for p in names]
+            ys = [pol[p]["grar"] for p in names]
+            label = {"learned": "learned (preference w)",
+                     "learned+pwr": "learned + PWR (weight a)"}.get(group, group)
+            ax.plot(xs, ys, "-s", color=color, ms=4, label=label)
+            for p, x, y in zip(names, xs, ys):
+                ax.annotate(p.split("@")[-1], (x, y), fontsize=7, xytext=(3, -8),
+                            textcoords="offset points")
         ax.set(xlabel=f"power savings vs FGD, mean over x {PLATEAU[0]}..{PLATEAU[1]} (%)",
                ylabel="GRAR at x = 1.0", title=f"{trace}, {len(result['seeds'])} seeds")
         ax.grid(alpha=0.3)
