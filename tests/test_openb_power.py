@@ -148,6 +148,10 @@ def test_pwr_with_any_base_by_hand(small):
     s, g = run(300)
     np.testing.assert_allclose(s, [30_000 + 700 * 173.4 / 3.5, 15_000, 70_000], rtol=1e-6)
     assert run(500)[1] == 1 and run(501)[1] == 0                 # the larger weight's GPU
+    masked = float(np.finfo(np.float32).min)                     # a network's masked logit
+    for a in (0, 1000):
+        s, _ = power.pwr_with(base((1.0, 2.0, 3.0, masked)), a, nodes.models)(key, state, p, feasible, spec)
+        assert np.isfinite(np.asarray(s)).all()
     s, _ = run(200, scores=(7.0, 7.0, 7.0, -3.0))                # alike: the base gives 100
     assert s.tolist() == [200 * 100 + 800 * 100, 200 * 50 + 800 * 100, 800 * 100]
     for bad in (-1, 1001, 2.5, True):

@@ -99,8 +99,17 @@ def best_fit(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
 
 
 def min_max(raw: jax.Array, feasible: jax.Array, equal: int) -> jax.Array:
-    """(N,) int32: integer scores rescaled over the feasible nodes, (raw - min) 100 //
-    (max - min), or `equal` everywhere when max = min (BestFit: 0, PWR: 100)."""
+    """(N,) scores rescaled over the feasible nodes to [0, 100], or `equal` everywhere when
+    max = min (BestFit: 0, PWR: 100): int32 (raw - min) 100 // (max - min) for integer
+    `raw` (the published policies' rule), float32 (raw - min) / (max - min) x 100 for
+    floating `raw` (e.g. a network's logits, `power.pwr_with`). Infeasible nodes' values
+    are unspecified (the filter drops them)."""
+    if jnp.issubdtype(raw.dtype, jnp.floating):
+        raw = raw.astype(jnp.float32)
+        lo = jnp.min(jnp.where(feasible, raw, jnp.inf))
+        hi = jnp.max(jnp.where(feasible, raw, -jnp.inf))
+        scaled = (raw - lo) / jnp.where(hi > lo, hi - lo, 1.0) * 100.0
+        return jnp.where(hi > lo, scaled, jnp.float32(equal))
     big = jnp.iinfo(jnp.int32).max
     lo = jnp.min(jnp.where(feasible, raw, big))
     hi = jnp.max(jnp.where(feasible, raw, -big))

@@ -194,11 +194,8 @@ def pwr_with(base: Policy, a: int, models: Sequence[str] = BUNDLED_MODELS) -> Po
 
     def policy(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
         scores, base_gpu = base(key, state, pod, feasible, spec)
-        scores = jnp.asarray(scores, jnp.float32)
-        lo = jnp.min(jnp.where(feasible, scores, jnp.inf))
-        hi = jnp.max(jnp.where(feasible, scores, -jnp.inf))
-        rescaled = jnp.where(hi > lo, (scores - lo) / jnp.where(hi > lo, hi - lo, 1.0) * 100.0, 100.0)
-        rescaled = jnp.where(feasible, rescaled, 0.0)
+        # 0 on infeasible nodes: a network's masked logits there would rescale to -inf.
+        rescaled = jnp.where(feasible, min_max(jnp.asarray(scores, jnp.float32), feasible, 100), 0.0)
         pwr, pwr_gpu = pwr_score(state, pod, feasible, spec, table)
         gpu = jnp.where(a > WEIGHT_TOTAL - a, pwr_gpu, base_gpu)
         return jnp.float32(a) * pwr + jnp.float32(WEIGHT_TOTAL - a) * rescaled, gpu
