@@ -85,6 +85,7 @@ def test_ppo_trains_on_the_replay_from_the_imitation(imitation_run, trace_files,
     assert all(r["invalid_rate"] == 0.0 for r in rows)
     start = ckpt.load_variables(imitation_run[0])["params"]
     warm, end = (ckpt.load_variables(out, step=s)["params"] for s in (2, 4))
+
     def moved(p, layer):
         return any(not np.array_equal(start[layer][k], p[layer][k]) for k in start[layer])
 

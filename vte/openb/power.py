@@ -154,6 +154,20 @@ def pwr_score(state: State, pod: Pod, feasible: jax.Array, spec: Spec,
     return min_max(-increase, feasible, 100), shared_gpu
 
 
+def _weight(a) -> int:
+    """The PWR weight a of a mix, checked: ValueError unless an integer in [0, 1000]."""
+    if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a <= WEIGHT_TOTAL:
+        raise ValueError(f"a={a!r}: the PWR weight must be an integer in [0, {WEIGHT_TOTAL}]")
+    return int(a)
+
+
+def _combine(a, pwr: jax.Array, pwr_gpu: jax.Array, other: jax.Array, other_gpu: jax.Array):
+    """(a x PWR + (1000 - a) x other, the GPU of the larger weight, the other's on a tie):
+    the one rule of every PWR mix (`mix_scores`, `pwr_with`)."""
+    gpu = jnp.where(a > WEIGHT_TOTAL - a, pwr_gpu, other_gpu)
+    return a * pwr + (WEIGHT_TOTAL - a) * other, gpu
+
+
 def pwr_fgd(a: int, models: Sequence[str] = BUNDLED_MODELS) -> Policy:
     """The replay policy scoring a x PWR + (1000 - a) x FGD (`-PWR a -FGD 1000-a`), integers.
 
@@ -161,9 +175,7 @@ def pwr_fgd(a: int, models: Sequence[str] = BUNDLED_MODELS) -> Policy:
     weight, FGD's on a tie (a <= 500). `models`: the node file's GPU models
     (`NodeTable.models`), which give each node its GPU watts. The same function (one
     compiled replay) for the same (a, models)."""
-    if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a <= WEIGHT_TOTAL:
-        raise ValueError(f"a={a!r}: the PWR weight must be an integer in [0, {WEIGHT_TOTAL}]")
-    return _mix(int(a), tuple(models))
+    return _mix(_weight(a), tuple(models))
 
 
 def mix_scores(a: jax.Array, key, state: State, pod: Pod, feasible: jax.Array, spec: Spec,
@@ -174,8 +186,8 @@ def mix_scores(a: jax.Array, key, state: State, pod: Pod, feasible: jax.Array, s
     a = jnp.asarray(a, jnp.int32)
     pwr, pwr_gpu = pwr_score(state, pod, feasible, spec, power)
     frag, fgd_gpu = fgd(key, state, pod, feasible, spec)
-    gpu = jnp.where(a > WEIGHT_TOTAL - a, pwr_gpu, fgd_gpu)
-    return (a * pwr + (WEIGHT_TOTAL - a) * frag).astype(jnp.int32), gpu
+    scores, gpu = _combine(a, pwr, pwr_gpu, frag, fgd_gpu)
+    return scores.astype(jnp.int32), gpu
 
 
 def pwr_with(base: Policy, a: int, models: Sequence[str] = BUNDLED_MODELS) -> Policy:
@@ -188,17 +200,14 @@ def pwr_with(base: Policy, a: int, models: Sequence[str] = BUNDLED_MODELS) -> Po
     (`network.as_policy`), whose logits have no fixed scale: its learned allocation traded
     against PWR's watts (OPENB.md section 11). Raises ValueError for a weight outside the
     integers 0..1000."""
-    if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a <= WEIGHT_TOTAL:
-        raise ValueError(f"a={a!r}: the PWR weight must be an integer in [0, {WEIGHT_TOTAL}]")
-    a, table = int(a), power_model(models)
+    a, table = _weight(a), power_model(models)
 
     def policy(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
         scores, base_gpu = base(key, state, pod, feasible, spec)
         # 0 on infeasible nodes: a network's masked logits there would rescale to -inf.
         rescaled = jnp.where(feasible, min_max(jnp.asarray(scores, jnp.float32), feasible, 100), 0.0)
         pwr, pwr_gpu = pwr_score(state, pod, feasible, spec, table)
-        gpu = jnp.where(a > WEIGHT_TOTAL - a, pwr_gpu, base_gpu)
-        return jnp.float32(a) * pwr + jnp.float32(WEIGHT_TOTAL - a) * rescaled, gpu
+        return _combine(a, pwr, pwr_gpu, rescaled, base_gpu)
 
     return policy
 
