@@ -195,6 +195,10 @@ def test_the_replay_command_refuses_synthetic_runs_and_other_node_files(imitatio
      "--num-nodes=5000 is invalid: allowed 1..1213"),
     (["--env", "openb", "--teacher", "fgd", "--workloads", "0"], "--workloads=0 is invalid"),
     (["--env", "mars"], "argument --env: invalid choice: 'mars'"),
+    (["--env", "openb", "--teacher", "plan:no_such_run"],
+     "--teacher='plan:no_such_run' is invalid: allowed plan:<base>, the base one of random"),
+    (["--teacher", "plan:fgd"], "--teacher='plan:fgd' is invalid: allowed optimal with --env "
+     "synthetic"),
     (["--env", "openb", "--teacher", "preference_mix", "--power-weight", "0.8", "0.2"],
      "--power-weight=(0.8, 0.2) is invalid: allowed two numbers LOW HIGH with 0 <= LOW <= HIGH"),
     (["--env", "openb", "--teacher", "preference_mix", "--power-weight", "0", "1.5"],
@@ -332,6 +336,49 @@ def test_the_fgd_teacher_is_read_off_the_observation_and_is_fgds_action(trace_fi
     labels, direct, none_fits = jax.jit(jax.vmap(run))(jax.random.split(jax.random.PRNGKey(0), 4))
     np.testing.assert_array_equal(np.asarray(labels), np.asarray(direct))
     assert bool(none_fits.any()) and bool((~none_fits).any())
+
+
+@pytest.mark.slow   # compiles the planner over a network, trains one update on its labels
+def test_a_plan_teacher_over_a_run_directory_labels_with_the_planner_over_its_network(
+        imitation_run, trace_files, tmp_path):
+    """`--teacher plan:RUN_DIR` (expert iteration): the label is the node the lookahead
+    planner chooses over the run's network, loaded once and held fixed; a run trains on
+    those labels and records the teacher; a run of other GPU models is refused."""
+    from train.config import ImitateConfig
+    from train.envs import make_env
+    from vte.openb import cluster, lookahead
+    from vte.openb.registration import learned_policy
+    run, _ = imitation_run
+    env = make_env(ImitateConfig.from_args(tiny(trace_files) + ["--teacher", f"plan:{run}"]))
+    params = env.params
+    plan = lookahead.planner(learned_policy(run, params.num_models))
+
+    def both(key):
+        def body(carry, k):
+            obs, state = carry
+            pod = oenv.current_pod(state, params)
+            feasible = cluster.feasible(state.nodes, pod, state.cluster)
+            scores, _ = plan(k, state.nodes, pod, feasible, state.cluster)
+            direct = jnp.where(jnp.any(feasible),
+                               cluster.select(scores, feasible, state.nodes.rank),
+                               params.num_nodes)
+            label = env.teacher(k, state, obs)
+            action = jax.random.categorical(k, jnp.where(obs.action_mask, 0.0, -jnp.inf))
+            obs, state = env.step(k, state, action.astype(jnp.int32))[:2]
+            return (obs, state), (label, direct, feasible.sum())
+        return jax.lax.scan(body, env.reset(key), jax.random.split(key, 12))[1]
+    labels, direct, choices = jax.jit(jax.vmap(both))(jax.random.split(jax.random.PRNGKey(5), 3))
+    np.testing.assert_array_equal(np.asarray(labels), np.asarray(direct))
+    assert (np.asarray(choices) >= 2).any()        # some label was a real choice
+
+    out = str(tmp_path / "round")
+    imitate.main(tiny(trace_files) + ["--teacher", f"plan:{run}", "--init-from", run,
+                                      "--total-timesteps", "64", "--eval-episodes", "0",
+                                      "--out", out])
+    assert ckpt.load_config(out)["teacher"] == f"plan:{run}"
+    assert 0.0 <= _rows(out)[-1]["greedy_match"] <= 1.0
+    with pytest.raises(ValueError, match="GPU models"):    # trained on 2 models, gpu has 7
+        ImitateConfig.from_args(["--env", "openb", "--teacher", f"plan:{run}"])
 
 
 SHIPPED = os.path.join(os.path.dirname(__file__), "..", "train", "results")

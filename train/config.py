@@ -25,7 +25,6 @@ from vte.rng import SEED_LIMIT
 
 GROUPS = ("training", "algorithm", "environment", "outputs")
 ENVS = registry.flags()          # the --env names of the registered environments
-TEACHERS = tuple(dict.fromkeys(t for env in ENVS for t in registry.registration(env).teachers))
 # Both trainers' default minibatch, in decisions (`num_minibatches` None): on the CPU, a
 # gradient step of 128 decisions costs little less than one of 512, so smaller minibatches
 # give more steps in the same time and learn more from each decision (PPO: 2.4M steps do
@@ -384,8 +383,11 @@ class ImitateConfig(TrainConfig):
                                            for e in ENVS)
                                + "); default: the environment's own (" + "; ".join(
                                    f"{e}: {registry.registration(e).default_teacher}"
-                                   for e in ENVS) + ")",
-                               group="algorithm", choices=TEACHERS)
+                                   for e in ENVS) + ")"
+                               + "; openb also plan:<base>, the lookahead planner over a "
+                               "published policy or an OpenB run directory (expert "
+                               "iteration); each environment checks its own",
+                               group="algorithm")
     distill_temp: float = flag(0.02, "temperature of the distilled cost ranking: the loss "
                                "adds the cross-entropy to softmax(-cost / T) over the "
                                "feasible actions, so every node's cost teaches, not only the "

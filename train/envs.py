@@ -95,7 +95,8 @@ def make_env(config) -> TrainEnv:
         read = observed[name]
         teacher = lambda key, state, obs: read(key, obs, params)   # noqa: E731
     elif name is not None:
-        act = reg.policies()[name]
+        named = reg.policies()
+        act = named[name] if name in named else reg.teacher_action(name, config)
         teacher = lambda key, state, obs: act(key, state, params)   # noqa: E731
     curves = ((TEACHER_CURVE,) if teacher is not None else ()) + tuple(reg.curves) + (LOSS_CURVE,)
     return TrainEnv(registration=reg, env=env, params=params,

@@ -74,6 +74,10 @@ class Registration:
                                          # the state, (key, obs, params) -> the same action
                                          # as `policies()`' of that name: a trainer labels
                                          # with these, sharing the observation's work
+    teacher_action: Callable[[str, Any], Callable] | None = None
+                                         # (teacher name, config) -> action of a teacher
+                                         # `check_config` accepts beyond `policies()`
+                                         # (OpenB: "plan:<run dir>"), None: those only
     optimum: str | None = None           # the reference policy that is the known optimum
                                          # (PPO monitors its match), None: none known
     train_reward: Callable | None = None   # (state before, reward, params) -> the reward

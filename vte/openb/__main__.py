@@ -96,24 +96,13 @@ def _policies(text: str) -> list[str]:
 
 
 def _learned(run_dir: str, num_models: int):
-    """The network a run directory trained, as a replay policy; ValueError when the run is
-    not an OpenB one or was trained on a node file of other GPU models."""
-    from vte import checkpoint as ckpt
-    from vte import registry
-    from vte.openb.network import as_policy
-    from vte.openb.registration import REGISTRATION
+    """The network a run directory trained, as a replay policy
+    (`registration.learned_policy`), its errors naming --policies."""
+    from vte.openb.registration import learned_policy
     try:
-        config = ckpt.load_config(run_dir)
-    except FileNotFoundError as err:
-        raise ValueError(str(err)) from None
-    if registry.of_run(config) is not REGISTRATION:
-        raise ValueError(f"--policies: {run_dir!r} trained on {registry.of_run(config).id}, "
-                         "not on the OpenB trace (train with --env openb)")
-    try:
-        return as_policy(ckpt.network_from_config(config), ckpt.load_variables(run_dir),
-                         num_models)
-    except (ValueError, FileNotFoundError) as err:
-        raise ValueError(f"--policies {run_dir!r}: {err}") from None
+        return learned_policy(run_dir, num_models)
+    except ValueError as err:
+        raise ValueError(f"--policies: {err}") from None
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -14,7 +14,10 @@ whatever the sub-cluster's size. Imitation learns from one of the six published 
 follows each episode's power preference (`--power-weight LOW HIGH`: each episode draws its
 preference w uniformly in that range; a = `power.preference_weight(w)`), so that one
 network learns every trade-off from FGD (w = 0) to PWR (w = 1), or from `plan_fgd`, the
-lookahead planner over FGD (`vte.openb.lookahead`: distilling its decisions into the network).
+lookahead planner over FGD (`vte.openb.lookahead`: distilling its decisions into the network),
+or from `plan:<base>`, the planner over a published policy or over the network of an OpenB
+run directory, loaded once and held fixed (expert iteration: each round learns the planner
+over the last round's network, `teacher_action`).
 
 The evaluation of a run (`eval.json`) replays the published seeds 42, 43, ...
 (`--eval-episodes` of them, 10 by default) on the full cluster with
@@ -42,6 +45,8 @@ MAKE_WORKLOADS = 16         # workloads of `vte.make("OpenB-v0")` when no seeds 
 BUNDLED_TRACES = ("default", "gpuspec10", "multigpu20")
 TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd",
             "preference_mix", "plan_fgd")
+PLAN = "plan:"              # a teacher "plan:<base>": the lookahead planner over a published
+                            # policy or a trained run directory (`teacher_action`)
 CONFIG_KEYS = ("num_nodes", "trace", "nodes", "workloads", "tune", "power_weight", "frag_shaping")
 
 
@@ -103,9 +108,11 @@ def check_config(config) -> None:
     """The teacher is a published policy, the files load, the sub-clusters fit."""
     from vte.openb.trace import TraceError
     teacher = getattr(config, "teacher", None)
-    if teacher is not None and teacher not in TEACHERS:
-        raise flag_error("teacher", teacher, "one of " + ", ".join(TEACHERS) + " with --env "
-                         "openb (the trace has no known optimum)", depends=("env",))
+    if teacher is not None and teacher not in TEACHERS and not teacher.startswith(PLAN):
+        raise flag_error("teacher", teacher, "one of " + ", ".join(TEACHERS) + ", or "
+                         f"{PLAN}<base> (the lookahead planner over a published policy or an "
+                         "OpenB run directory) with --env openb (the trace has no known "
+                         "optimum)", depends=("env",))
     try:
         nodes = load_node_table(config.nodes)
     except (TraceError, OSError, ValueError) as err:
@@ -116,6 +123,13 @@ def check_config(config) -> None:
     except (TraceError, OSError, ValueError) as err:
         raise flag_error("trace", config.trace, f"{', '.join(BUNDLED_TRACES)} or the path of "
                          f"a pod file of the OpenB format ({err})") from None
+    if teacher is not None and teacher.startswith(PLAN):
+        try:
+            teacher_action(teacher, config)
+        except ValueError as err:
+            raise flag_error("teacher", teacher, f"{PLAN}<base>, the base one of "
+                             f"{', '.join(_published())} or an OpenB run directory trained "
+                             f"on --nodes {config.nodes}'s GPU models ({err})") from None
     if config.num_nodes > len(nodes):
         raise flag_error("num_nodes", config.num_nodes, f"1..{len(nodes)}, the node file's "
                          "nodes, with --env openb", depends=("env", "nodes"))
@@ -143,6 +157,54 @@ def policies() -> dict:
     return {**{name: oenv.policy_action(p) for name, p in POLICIES.items()},
             "preference_mix": preference_mix,
             "plan_fgd": oenv.policy_action(planner(POLICIES["fgd"]))}
+
+
+def _published() -> tuple[str, ...]:
+    from vte.openb.policies import POLICIES
+    return tuple(POLICIES)
+
+
+def learned_policy(run_dir: str, num_models: int):
+    """The network an OpenB run directory trained, as a replay policy
+    (`vte.openb.network.as_policy`). Raises ValueError, naming the directory, when it is
+    not a run, was trained on another environment, or on a node file of other GPU models."""
+    from vte import checkpoint as ckpt
+    from vte import registry
+    from vte.openb.network import as_policy
+    try:
+        config = ckpt.load_config(run_dir)
+    except (FileNotFoundError, ckpt.CheckpointError) as err:
+        raise ValueError(str(err)) from None
+    if registry.of_run(config) is not REGISTRATION:
+        raise ValueError(f"{run_dir!r} trained on {registry.of_run(config).id}, "
+                         "not on the OpenB trace (train with --env openb)")
+    try:
+        return as_policy(ckpt.network_from_config(config), ckpt.load_variables(run_dir),
+                         num_models)
+    except (ValueError, FileNotFoundError) as err:
+        raise ValueError(f"{run_dir!r}: {err}") from None
+
+
+def teacher_action(name: str, config):
+    """The action of a teacher `plan:<base>` (`--teacher`), `(key, state, params) ->
+    action`: the lookahead planner (`lookahead.planner`, `python -m vte.openb`'s default
+    settings) over `base`, a published policy or an OpenB run directory, whose network is
+    loaded once and held fixed (expert iteration: the planner over the last round's
+    network labels the next round). ValueError when `base` is neither."""
+    import os
+
+    from vte.openb.lookahead import planner
+    from vte.openb.policies import POLICIES
+    if not name.startswith(PLAN):
+        raise ValueError(f"teacher {name!r} does not start with {PLAN!r}")
+    base = name[len(PLAN):]
+    if base in POLICIES:
+        policy = POLICIES[base]
+    elif os.path.isdir(base):
+        policy = learned_policy(base, max(len(load_node_table(config.nodes).models), 1))
+    else:
+        raise ValueError(f"{base!r} is neither a published policy nor a directory")
+    return oenv.policy_action(planner(policy))
 
 
 def observed_policies() -> dict:
@@ -258,6 +320,7 @@ REGISTRATION = Registration(
     make=make, config_keys=CONFIG_KEYS, check_config=check_config, run_params=run_params,
     network=network, policies=policies, observed_policies=observed_policies,
     default_policy="fgd", teachers=TEACHERS, default_teacher="fgd",
+    teacher_action=teacher_action,
     metrics=metrics, curves=CURVES, evaluate=evaluate, load_policy=load_policy,
     as_action=as_action, run_make=run_make, train_reward=train_reward, render=render, decice=False, init_check=init_check,
     evaluate_main="vte.openb.__main__",
