@@ -10,7 +10,9 @@ The run is a `train/imitate.py --env openb --power-weight LOW HIGH` (or PPO) dir
 preference w is the network with `Observation.preference` = w (`network.as_policy`), named
 `learned@w`. `--pwr-weights A,B,...` adds the run's network at w = 0 combined with PWR,
 a x PWR + (1000 - a) x the network's rescaled logits (`power.pwr_with`), named
-`learned+pwr@a`, part of the learned front too (`--preferences ""` for these alone).
+`learned+pwr@a`, part of the learned front too (`--preferences ""` for these alone), and
+`--pwr-margins M,...` the network at w = 0 with PWR choosing among the nodes whose logit is
+within M nats of its best (`power.pwr_within`), named `learned+pwr_within@M`.
 FGD is always replayed (the savings' reference); the other published and power
 policies are replayed (`--policies`) or, with `--baselines`, taken from an earlier
 `benchmarks/openb_power.py` JSON of the same trace, tune and seeds, whose FGD must equal the
@@ -28,22 +30,24 @@ from vte import checkpoint as ckpt
 from vte.files import atomic_write, atomic_write_text, check_output_path
 from vte.openb import power_experiment
 from vte.openb.network import as_policy, models_of
-from vte.openb.power import WEIGHT_TOTAL, policy_by_name, power_model, pwr_with
+from vte.openb.power import WEIGHT_TOTAL, policy_by_name, power_model, pwr_with, pwr_within
 from vte.openb.trace import TraceError, load_nodes, load_pods
 
 
 def learned_policies(run: str, preferences: list[float], nodes,
-                     pwr_weights: tuple[int, ...] = ()) -> dict:
-    """`learned@w` -> the run's seed-0 network as a replay policy at preference w, and
-    `learned+pwr@a` -> that network at w = 0 combined with PWR at weight a (`pwr_with`)."""
+                     pwr_weights: tuple[int, ...] = (), pwr_margins: tuple[float, ...] = ()) -> dict:
+    """`learned@w` -> the run's seed-0 network as a replay policy at preference w,
+    `learned+pwr@a` -> that network at w = 0 combined with PWR at weight a (`pwr_with`), and
+    `learned+pwr_within@m` -> PWR among its nodes within m nats of its best (`pwr_within`)."""
     config = ckpt.load_config(run)
     net, variables = ckpt.network_from_config(config), ckpt.load_variables(run)
     watts = power_model(nodes.models)
     out = {f"learned@{w:g}": as_policy(net, variables, models_of(variables), w, watts)
            for w in preferences}
-    if pwr_weights:
-        alone = as_policy(net, variables, models_of(variables), 0.0, watts)
-        out.update({f"learned+pwr@{a}": pwr_with(alone, a, nodes.models) for a in pwr_weights})
+    alone = as_policy(net, variables, models_of(variables), 0.0, watts)
+    out.update({f"learned+pwr@{a}": pwr_with(alone, a, nodes.models) for a in pwr_weights})
+    out.update({f"learned+pwr_within@{m:g}": pwr_within(alone, m, nodes.models)
+                for m in pwr_margins})
     return out
 
 
@@ -61,6 +65,16 @@ def _pwr_weights(text: str) -> tuple[int, ...]:
         raise ValueError(f"--pwr-weights {text!r}: distinct integers in [0, {WEIGHT_TOTAL}], "
                          "comma-separated")
     return tuple(int(v) for v in parts)
+
+
+def _pwr_margins(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        values = None
+    if values is None or any(not v >= 0 for v in values) or len(set(values)) != len(values):
+        raise ValueError(f"--pwr-margins {text!r}: distinct numbers >= 0 (nats), comma-separated")
+    return values
 
 
 def _baselines(path: str, pods, tune: float, seeds: list[int]) -> dict:
@@ -97,6 +111,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--preferences", default="0,0.4,0.55,0.7,0.85,1")
     parser.add_argument("--pwr-weights", default="",
                         help="PWR weights a of the network combined with PWR (learned+pwr@a)")
+    parser.add_argument("--pwr-margins", default="",
+                        help="margins M (nats) of PWR among the network's near-best nodes "
+                             "(learned+pwr_within@M)")
     parser.add_argument("--policies", default="fgd",
                         help="published and power policies replayed beside (fgd always)")
     parser.add_argument("--baselines", default=None, help="an earlier openb_power.py JSON")
@@ -126,13 +143,15 @@ def main(argv: list[str] | None = None) -> dict:
     if not 1 <= args.seeds <= 4096:
         raise ValueError(f"--seeds {args.seeds}: must be in [1, 4096]")
     preferences, pwr_weights = _preferences(args.preferences), _pwr_weights(args.pwr_weights)
-    if not preferences and not pwr_weights:
-        raise ValueError("--preferences and --pwr-weights are both empty: nothing learned to measure")
+    pwr_margins = _pwr_margins(args.pwr_margins)
+    if not preferences and not pwr_weights and not pwr_margins:
+        raise ValueError("--preferences, --pwr-weights and --pwr-margins are all empty: nothing "
+                         "learned to measure")
     nodes = load_nodes(args.nodes)
     pods = load_pods(args.pods, nodes)
     names = list(dict.fromkeys(["fgd"] + [p.strip() for p in args.policies.split(",") if p.strip()]))
     chosen = {name: policy_by_name(name, nodes.models) for name in names}
-    learned = learned_policies(args.run, preferences, nodes, pwr_weights)
+    learned = learned_policies(args.run, preferences, nodes, pwr_weights, pwr_margins)
     seeds = list(range(42, 42 + args.seeds))
     base = None if args.baselines is None else _baselines(args.baselines, pods, args.tune, seeds)
     result = power_experiment.measure(nodes, pods, {**chosen, **learned}, seeds, args.tune,

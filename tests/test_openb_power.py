@@ -159,6 +159,47 @@ def test_pwr_with_any_base_by_hand(small):
             power.pwr_with(base((0, 0, 0, 0)), bad)
 
 
+def test_pwr_within_the_bases_margin_by_hand(small):
+    """`pwr_within(base, margin)`: PWR's best among the feasible nodes whose base score is
+    within `margin` of the best; the base's node at 0, PWR (its ties to the base) at inf;
+    always the base's GPU."""
+    nodes, spec, state, table = small
+    state = with_node(state, 0, [600, 1000], cpu_free=30000)
+    p = pod(cpu=1000, milli=200)
+    feasible = cluster.feasible(state, p, spec)
+    key = jax.random.PRNGKey(0)
+    masked = float(np.finfo(np.float32).min)                     # n3 is infeasible
+
+    def run(margin, scores=(1.234, -0.5, 3.0, masked)):
+        base = lambda *_: (jnp.asarray(scores, jnp.float32), jnp.array([1, 0, 0, 0], jnp.int32))  # noqa: E731
+        s, g = power.pwr_within(base, margin, nodes.models)(key, state, p, feasible, spec)
+        s = np.asarray(s)
+        assert np.isfinite(s).all() and int(g[0]) == 1           # the base's GPU, always
+        return s[:3], int(np.argmax(np.where(np.asarray(feasible), s, -np.inf)))
+    # Watts added: n0 0 (a busy GPU), n1 165, n2 330; the base rescaled: 49.54, 0, 100.
+    s, node = run(0.0)                    # only n2 (the base's best): PWR over {n2} is 100
+    np.testing.assert_allclose(s, [-1, -1, 100_100], rtol=1e-6)
+    assert node == 2
+    s, node = run(2.0)                    # n0 (1.234 >= 3 - 2) joins: PWR over {n0, n2} 100, 0
+    np.testing.assert_allclose(s, [100_000 + 173.4 / 3.5, -1, 100], rtol=1e-6)
+    assert node == 0
+    s, node = run(float("inf"))           # all: PWR 100, 50, 0, n0
+    np.testing.assert_allclose(s, [100_000 + 173.4 / 3.5, 50_000, 100], rtol=1e-6)
+    assert node == 0
+    s, node = run(10.0, scores=(-20.0, 2.0, 1.0, masked))    # n0 out: n1 (PWR 100) wins
+    np.testing.assert_allclose(s, [-1, 100_000 + 100, 0 + 100 * 21 / 22], rtol=1e-6)
+    assert node == 1
+    # PWR's tie (a pod without GPUs adds the same watts everywhere): the base's order decides.
+    cpu_only = pod(cpu=1000, num_gpus=0)
+    fits = cluster.feasible(state, cpu_only, spec)
+    base = lambda *_: (jnp.array([-20.0, 1.0, 2.0, 1.5]), jnp.zeros(4, jnp.int32))  # noqa: E731
+    s, _ = power.pwr_within(base, 10.0, nodes.models)(key, state, cpu_only, fits, spec)
+    assert int(np.argmax(np.where(np.asarray(fits), np.asarray(s), -np.inf))) == 2
+    for bad in (-1, -0.5, float("nan"), True, "8"):
+        with pytest.raises(ValueError, match="margin=.* is invalid: allowed a number >= 0"):
+            power.pwr_within(lambda *_: None, bad)
+
+
 def test_names_resolve_and_published_names_stay():
     from vte.openb import policies
     assert list(policies.POLICIES) == ["random", "dot_product", "gpu_clustering", "gpu_packing",

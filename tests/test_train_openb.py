@@ -100,16 +100,21 @@ def test_ppo_trains_on_the_replay_from_the_imitation(imitation_run, trace_files,
 @pytest.mark.slow   # replays (compilation)
 def test_the_power_front_takes_the_network_combined_with_pwr(imitation_run, trace_files, tmp_path):
     """`benchmarks/openb_power_learned.py --pwr-weights`: the run's network combined with
-    PWR is the network alone at a = 0 and PWR at a = 1000, on the power figures too."""
+    PWR is the network alone at a = 0 and PWR at a = 1000, on the power figures too;
+    `--pwr-margins` replays PWR within the network's margins."""
     from benchmarks import openb_power_learned
     node_file, pod_file = trace_files
     out = tmp_path / "front.json"
     result = openb_power_learned.main([
         "--run", imitation_run[0], "--nodes", node_file, "--pods", pod_file, "--seeds", "2",
-        "--preferences", "0", "--pwr-weights", "0,1000", "--policies", "pwr", "--json", str(out),
-        "--no-progress"])
+        "--preferences", "0", "--pwr-weights", "0,1000", "--pwr-margins", "0,inf", "--policies",
+        "pwr", "--json", str(out), "--no-progress"])
     pol = result["policies"]
-    assert result["learned"] == ["learned@0", "learned+pwr@0", "learned+pwr@1000"]
+    assert result["learned"] == ["learned@0", "learned+pwr@0", "learned+pwr@1000",
+                                 "learned+pwr_within@0", "learned+pwr_within@inf"]
+    for name in result["learned"][3:]:                        # replayed on both seeds
+        assert len(pol[name]["grar_per_seed"]) == 2
+        assert all(0.0 < g <= 1.0 for g in pol[name]["grar_per_seed"])
     for ours, theirs in (("learned+pwr@0", "learned@0"), ("learned+pwr@1000", "pwr")):
         for key in ("grar_per_seed", "power_w"):
             assert pol[ours][key] == pol[theirs][key], (ours, key)
@@ -117,7 +122,10 @@ def test_the_power_front_takes_the_network_combined_with_pwr(imitation_run, trac
     for bad, message in (("0,0", "distinct integers"), ("1001", "in [0, 1000]"), ("-5", "in [0, 1000]")):
         with pytest.raises(ValueError, match=re.escape(message)):
             openb_power_learned.main(["--run", imitation_run[0], "--pwr-weights", bad])
-    with pytest.raises(ValueError, match="both empty"):
+    for bad in ("-1", "x", "2,2", "nan"):
+        with pytest.raises(ValueError, match="distinct numbers >= 0"):
+            openb_power_learned.main(["--run", imitation_run[0], "--pwr-margins", bad])
+    with pytest.raises(ValueError, match="all empty"):
         openb_power_learned.main(["--run", imitation_run[0], "--preferences", ""])
 
 

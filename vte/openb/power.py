@@ -22,6 +22,7 @@ Everything on jax arrays is pure and works under `jit` and `vmap`.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Sequence
 
 import jax
@@ -208,6 +209,44 @@ def pwr_with(base: Policy, a: int, models: Sequence[str] = BUNDLED_MODELS) -> Po
         rescaled = jnp.where(feasible, min_max(jnp.asarray(scores, jnp.float32), feasible, 100), 0.0)
         pwr, pwr_gpu = pwr_score(state, pod, feasible, spec, table)
         return _combine(a, pwr, pwr_gpu, rescaled, base_gpu)
+
+    return policy
+
+
+def _margin(margin) -> float:
+    """A margin of `pwr_within`, checked: ValueError unless a number >= 0 (inf allowed)."""
+    if (isinstance(margin, bool) or not isinstance(margin, (int, float, np.integer, np.floating))
+            or math.isnan(margin) or margin < 0):
+        raise ValueError(f"margin={margin!r} is invalid: allowed a number >= 0 in the base's "
+                         "score units (inf: PWR with the base's order on its ties)")
+    return float(margin)
+
+
+def pwr_within(base: Policy, margin: float, models: Sequence[str] = BUNDLED_MODELS) -> Policy:
+    """PWR among the base policy's near-best nodes: the candidates are the feasible nodes
+    whose base score is at most `margin` below the best feasible one; the choice is the
+    candidate of the best PWR score (`pwr_score`, min-max rescaled over the candidates),
+    ties to the best base score, then the smallest rank. The base decides what is worth
+    placing where, PWR picks the cheapest in watts of what the base finds about as good.
+
+    scores: (N,) float32, PWR x 1000 + the base's scores min-max rescaled to [0, 100] over
+    the feasible nodes on a candidate (the base's order on PWR's ties, to float32's
+    resolution of about 0.01 of that range), -1 on every other node; shared_gpu: the
+    base's. margin 0: the base's node (PWR only breaks its exact ties); inf: PWR, its ties
+    to the base. `margin` is in the base's score units: nats of a network's logits
+    (`network.as_policy`), points of a published 0..100 score. OPENB.md section 11. Raises
+    ValueError on a margin that is negative or not a number."""
+    margin, table = _margin(margin), power_model(models)
+
+    def policy(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
+        scores, base_gpu = base(key, state, pod, feasible, spec)
+        scores = jnp.asarray(scores, jnp.float32)
+        best = jnp.max(jnp.where(feasible, scores, -jnp.inf))
+        candidate = feasible & (scores >= best - jnp.float32(margin))
+        pwr, _ = pwr_score(state, pod, candidate, spec, table)
+        # 0 on infeasible nodes: a network's masked logits there would rescale to -inf.
+        order = jnp.where(feasible, min_max(scores, feasible, 100), 0.0)
+        return jnp.where(candidate, pwr.astype(jnp.float32) * 1000.0 + order, -1.0), base_gpu
 
     return policy
 

@@ -217,7 +217,7 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str) -> N
             style = STYLES.get(name) or style_of(name)
             ax.plot(r["savings_plateau_pct"]["mean"], r["grar"], "o", color=style.get("color"),
                     label=display_name(name))
-        groups: dict[str, list[str]] = {}     # "learned@w" and "learned+pwr@a": a line each
+        groups: dict[str, list[str]] = {}     # "learned@w", "learned+pwr@a", ...: a line each
         for p in learned:
             if p in pol:
                 groups.setdefault(p.split("@")[0], []).append(p)
@@ -225,7 +225,8 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str) -> N
             xs = [pol[p]["savings_plateau_pct"]["mean"] for p in names]
             ys = [pol[p]["grar"] for p in names]
             label = {"learned": "learned (preference w)",
-                     "learned+pwr": "learned + PWR (weight a)"}.get(group, group)
+                     "learned+pwr": "learned + PWR (weight a)",
+                     "learned+pwr_within": "PWR within the learned margin (nats)"}.get(group, group)
             ax.plot(xs, ys, "-s", color=color, ms=4, label=label)
             for p, x, y in zip(names, xs, ys):
                 ax.annotate(p.split("@")[-1], (x, y), fontsize=7, xytext=(3, -8),
