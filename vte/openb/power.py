@@ -191,6 +191,13 @@ def mix_scores(a: jax.Array, key, state: State, pod: Pod, feasible: jax.Array, s
     return scores.astype(jnp.int32), gpu
 
 
+def _base_rescaled(scores: jax.Array, feasible: jax.Array) -> jax.Array:
+    """(N,) float32: a base policy's scores min-max rescaled to [0, 100] over the feasible
+    nodes (`min_max`, 100 when they score alike), 0 on the infeasible ones, where a
+    network's masked logits would rescale to -inf."""
+    return jnp.where(feasible, min_max(jnp.asarray(scores, jnp.float32), feasible, 100), 0.0)
+
+
 def pwr_with(base: Policy, a: int, models: Sequence[str] = BUNDLED_MODELS) -> Policy:
     """The PWR+FGD combination with any base policy in FGD's place: a x PWR + (1000 - a) x S,
     S the base's scores min-max rescaled to [0, 100] over the feasible nodes in float32
@@ -205,8 +212,7 @@ def pwr_with(base: Policy, a: int, models: Sequence[str] = BUNDLED_MODELS) -> Po
 
     def policy(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
         scores, base_gpu = base(key, state, pod, feasible, spec)
-        # 0 on infeasible nodes: a network's masked logits there would rescale to -inf.
-        rescaled = jnp.where(feasible, min_max(jnp.asarray(scores, jnp.float32), feasible, 100), 0.0)
+        rescaled = _base_rescaled(scores, feasible)
         pwr, pwr_gpu = pwr_score(state, pod, feasible, spec, table)
         return _combine(a, pwr, pwr_gpu, rescaled, base_gpu)
 
@@ -244,8 +250,7 @@ def pwr_within(base: Policy, margin: float, models: Sequence[str] = BUNDLED_MODE
         best = jnp.max(jnp.where(feasible, scores, -jnp.inf))
         candidate = feasible & (scores >= best - jnp.float32(margin))
         pwr, _ = pwr_score(state, pod, candidate, spec, table)
-        # 0 on infeasible nodes: a network's masked logits there would rescale to -inf.
-        order = jnp.where(feasible, min_max(scores, feasible, 100), 0.0)
+        order = _base_rescaled(scores, feasible)
         return jnp.where(candidate, pwr.astype(jnp.float32) * 1000.0 + order, -1.0), base_gpu
 
     return policy
