@@ -16,7 +16,8 @@ within M nats of its best (`power.pwr_within`), named `learned+pwr_within@M`.
 FGD is always replayed (the savings' reference); the other published and power
 policies are replayed (`--policies`) or, with `--baselines`, taken from an earlier
 `benchmarks/openb_power.py` JSON of the same trace, tune and seeds, whose FGD must equal the
-one replayed here. `--front PNG --fronts A.json,B.json` draws the fronts of finished JSONs.
+one replayed here; when that JSON is an earlier one of this script on the same `--run`,
+its learned policies are kept too (margins added to a measured front). `--front PNG --fronts A.json,B.json` draws the fronts of finished JSONs.
 """
 
 from __future__ import annotations
@@ -88,18 +89,33 @@ def _baselines(path: str, pods, tune: float, seeds: list[int]) -> dict:
     return base
 
 
-def _merge(result: dict, base: dict, baselines: str) -> dict:
+def _ordered(names: list[str]) -> list[str]:
+    """Learned policy names without repeats, each group ("learned", "learned+pwr", ...) in
+    the order it first appears, its members by their number: a front's line in order."""
+    names = list(dict.fromkeys(names))
+    groups = list(dict.fromkeys(n.split("@")[0] for n in names))
+    return sorted(names, key=lambda n: (groups.index(n.split("@")[0]), float(n.split("@")[1])))
+
+
+def _merge(result: dict, base: dict, baselines: str, run: str) -> dict:
     """`result` with the policies of the earlier JSON `base` when its FGD figures equal this
-    replay's."""
+    replay's. The learned policies of `base` are kept when it measured the same `run` (more
+    margins or preferences added to an earlier front) and dropped otherwise; `result["learned"]`
+    is then base's followed by this replay's new ones."""
     ours, theirs = result["policies"]["fgd"], base["policies"]["fgd"]
     differs = [key for key in ("grar_per_seed", "power_w") if ours[key] != theirs[key]]
     if differs:     # kept unmerged (the replay's minutes are not lost), and said
         return {**result, "baselines_error": f"--baselines {baselines}: FGD's "
                 f"{', '.join(differs)} differ from this replay's (another code version?); "
                 "replay the baselines with --policies"}
+    same_run = (base.get("run") is not None
+                and os.path.normpath(base["run"]) == os.path.normpath(run))
+    kept = list(base.get("learned", ())) if same_run else []
     extra = {k: v for k, v in base["policies"].items()
-             if k not in result["policies"] and k not in base.get("learned", ())}
-    return {**result, "policies": {**result["policies"], **extra}, "baselines_from": baselines}
+             if k not in result["policies"] and (k in kept or k not in base.get("learned", ()))}
+    learned = _ordered(kept + list(result["learned"]))
+    return {**result, "policies": {**result["policies"], **extra}, "learned": learned,
+            "baselines_from": baselines}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -156,10 +172,10 @@ def main(argv: list[str] | None = None) -> dict:
     base = None if args.baselines is None else _baselines(args.baselines, pods, args.tune, seeds)
     result = power_experiment.measure(nodes, pods, {**chosen, **learned}, seeds, args.tune,
                                       progress=not args.no_progress)
-    if base is not None:
-        result = _merge(result, base, args.baselines)
     result["run"], result["learned"] = args.run, list(learned)
-    result["dominance"] = power_experiment.dominance(result, list(learned))
+    if base is not None:
+        result = _merge(result, base, args.baselines, args.run)
+    result["dominance"] = power_experiment.dominance(result, result["learned"])
     print(power_experiment.format_table(result))
     print(json.dumps(result["dominance"], indent=1))
     if args.json is not None:

@@ -119,6 +119,16 @@ def test_the_power_front_takes_the_network_combined_with_pwr(imitation_run, trac
         for key in ("grar_per_seed", "power_w"):
             assert pol[ours][key] == pol[theirs][key], (ours, key)
     assert json.loads(out.read_text())["learned"] == result["learned"]
+    # A margin added to that front: the earlier JSON of the same run keeps its learned ones,
+    # and each group stays in order of its numbers (the front's line).
+    more = openb_power_learned.main([
+        "--run", imitation_run[0], "--nodes", node_file, "--pods", pod_file, "--seeds", "2",
+        "--preferences", "", "--pwr-margins", "2", "--baselines", str(out), "--no-progress"])
+    assert more["learned"] == result["learned"][:4] + ["learned+pwr_within@2",
+                                                       "learned+pwr_within@inf"]
+    for name in result["learned"] + ["pwr"]:
+        assert more["policies"][name] == pol[name], name
+    assert set(more["dominance"]) == set(result["dominance"])
     for bad, message in (("0,0", "distinct integers"), ("1001", "in [0, 1000]"), ("-5", "in [0, 1000]")):
         with pytest.raises(ValueError, match=re.escape(message)):
             openb_power_learned.main(["--run", imitation_run[0], "--pwr-weights", bad])
