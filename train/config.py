@@ -396,6 +396,14 @@ class ImitateConfig(TrainConfig):
     distill_coef: float = flag(1.0, "weight of the distillation term (--distill-temp)",
                                low=0.0, high=1e3, group="algorithm")
 
+    online: bool = flag(False, "learn while collecting: the forward pass that chooses each "
+                        "action is the one differentiated, so a decision costs one forward "
+                        "and one backward pass, with no second pass and no shuffle; a "
+                        "minibatch is a block of environments of one step (or whole steps, "
+                        "its gradient accumulated) and the next block acts with the updated "
+                        "network (one epoch; the minibatch size must divide num_envs or be a "
+                        "multiple of it)", group="algorithm")
+
     def __post_init__(self):
         if self.teacher is None:
             object.__setattr__(self, "teacher", self.registration.default_teacher
@@ -404,6 +412,23 @@ class ImitateConfig(TrainConfig):
         if 0.0 < self.distill_temp < MIN_DISTILL_TEMP:
             raise invalid("distill_temp", self.distill_temp,
                           f"0 (off) or a number in [{MIN_DISTILL_TEMP}, 1000.0]")
+        if self.online:
+            if self.update_epochs != 1:
+                raise invalid("update_epochs", self.update_epochs,
+                              "1 with --online (each decision is learned from once, as it "
+                              "is collected)", depends=("online",))
+            size = self.minibatch_size
+            if self.num_envs % size and size % self.num_envs:
+                raise invalid("num_minibatches", self.num_minibatches,
+                              f"with --online, a count whose minibatch size (num_envs * "
+                              f"num_steps / num_minibatches = {size}) divides num_envs = "
+                              f"{self.num_envs} or is a multiple of it",
+                              depends=("online", "num_envs", "num_steps"))
+
+    @property
+    def minibatch_size(self) -> int:
+        """Decisions per gradient step: num_envs * num_steps / num_minibatches."""
+        return self.num_envs * self.num_steps // self.num_minibatches
 
 
 CONFIGS = {"ppo": PPOConfig, "imitate": ImitateConfig}

@@ -17,12 +17,22 @@ rather than the optimum alone; each phase is a `lax.scan` in one jitted function
 vmapped over `--seeds`. The value head regresses the reward of the behaviour policy (the
 critic PPO uses at its default `--gamma 0`), so a PPO warm start gets a trained critic
 too. Same outputs as `train/ppo.py` (`train/run.py`).
+
+`--online` learns while collecting instead (one epoch): in each step the environments are
+taken in blocks of a minibatch (or whole steps whose gradients are accumulated, when a
+minibatch holds more decisions than there are environments); the forward pass that
+samples a block's actions is the one differentiated, and the next block acts with the
+network the gradient moved. A decision then costs one forward and one backward pass, where
+the offline update spends a forward pass to act and another, with the backward, to learn,
+and no rollout is shuffled. With one minibatch per rollout it is the offline update
+exactly (a test).
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import optax
 
 if __name__ == "__main__":  # several hosts: before importing vte, which starts JAX
     from train import multihost
@@ -42,32 +52,40 @@ def make_update(config: ImitateConfig, network=None):
     env = make_env(config)
     net = env.network if network is None else network
     tx = core.make_optimizer(config)
+    distill = config.distill_temp > 0 and env.action_costs is not None
+    if config.online:
+        # A minibatch larger than the environments spans whole steps: their gradients are
+        # accumulated and applied once (optax.MultiSteps), as one minibatch would be.
+        steps = max(1, config.minibatch_size // config.num_envs)
+        tx = optax.MultiSteps(tx, every_k_schedule=steps) if steps > 1 else tx
 
     def init(rng, params=None):
         return core.init_runner(rng, config, env, net, tx, params)
 
+    # LOSS (cross-entropy to the label, to the distilled cost ranking, value to the reward),
+    # of the network's outputs in the states of `t`
+    def loss_of(logits, value, t: Transition):
+        log_probs = jax.nn.log_softmax(logits)
+        ce = -jnp.take_along_axis(log_probs, t.label[:, None], -1).mean()
+        value_loss = 0.5 * jnp.square(value - t.reward).mean()
+        loss = ce + config.vf_coef * value_loss
+        aux = {}
+        if distill:
+            dce = distill_cross_entropy(log_probs, t.label_cost, t.obs.action_mask,
+                                        config.distill_temp)
+            loss = loss + config.distill_coef * dce
+            aux["distill_cross_entropy"] = dce
+        return loss, {"loss": loss, "cross_entropy": ce, "value_loss": value_loss,
+                      "accuracy": (jnp.argmax(logits, -1) == t.label).mean(), **aux}
+
     def update(runner: Runner):
+        if config.online:
+            return online_update(env, net, runner, config, tx, loss_of, distill)
         # COLLECT LABELLED STATES (the learner acts, the teacher labels)
         rollout_end, (traj, stats) = core.collect(env, net, runner, config)
 
-        # LOSS (cross-entropy to the label, to the distilled cost ranking, value to the
-        # reward)
-        distill = config.distill_temp > 0 and traj.label_cost is not None
-
         def loss_fn(p, t: Transition):
-            logits, value = net.apply(p, t.obs)
-            log_probs = jax.nn.log_softmax(logits)
-            ce = -jnp.take_along_axis(log_probs, t.label[:, None], -1).mean()
-            value_loss = 0.5 * jnp.square(value - t.reward).mean()
-            loss = ce + config.vf_coef * value_loss
-            aux = {}
-            if distill:
-                dce = distill_cross_entropy(log_probs, t.label_cost, t.obs.action_mask,
-                                            config.distill_temp)
-                loss = loss + config.distill_coef * dce
-                aux["distill_cross_entropy"] = dce
-            return loss, {"loss": loss, "cross_entropy": ce, "value_loss": value_loss,
-                          "accuracy": (jnp.argmax(logits, -1) == t.label).mean(), **aux}
+            return loss_of(*net.apply(p, t.obs), t)
 
         # UPDATE NETWORK (only what the loss reads goes through the shuffle)
         data = Transition(obs=traj.obs, action=None, log_prob=None, value=None,
@@ -77,6 +95,66 @@ def make_update(config: ImitateConfig, network=None):
         return core.minibatch_sgd(runner, rollout_end, data, loss_fn, tx, config, stats)
 
     return init, update
+
+
+def online_update(env, net, runner: Runner, config: ImitateConfig, tx, loss_of, distill):
+    """One imitation update learned while collecting (`--online`): `num_steps` steps of
+    every environment, each step's environments taken in blocks of
+    min(minibatch size, num_envs); in each block the network's forward pass chooses the
+    actions (sampled), the environments step, and the same pass is differentiated
+    (`jax.vjp`) for `loss_of(logits, value, Transition)` (with every action's cost when
+    `distill`), whose gradient `tx` applies
+    before the next block acts (accumulated over whole steps by `tx` when the minibatch
+    spans several). Returns (runner, metrics) as the offline update does: the environments'
+    per-step scalars and the blocks' losses, averaged."""
+    block = min(config.minibatch_size, config.num_envs)
+    blocks = config.num_envs // block
+
+    def in_blocks(tree):        # (num_envs, ...) -> (blocks, block, ...)
+        return jax.tree_util.tree_map(lambda x: x.reshape((blocks, block) + x.shape[1:]), tree)
+
+    def whole(tree):            # (blocks, block, ...) -> (num_envs, ...)
+        return jax.tree_util.tree_map(lambda x: x.reshape((config.num_envs,) + x.shape[2:]), tree)
+
+    def act_keys(k_act):        # one per block; with one block, the offline rollout's key
+        return jax.random.split(k_act, blocks) if blocks > 1 else k_act[None]
+
+    def block_step(carry, xs):
+        params, opt_state = carry
+        env_state, obs, keys, k_act = xs
+        (logits, value), pullback = jax.vjp(lambda p: net.apply(p, obs), params)
+        action = jax.random.categorical(k_act, logits).astype(jnp.int32)
+        # THE TEACHER'S LABEL and every action's cost, in the state the action is taken in
+        label = jax.vmap(env.teacher)(keys, env_state, obs)
+        costs = jax.vmap(env.action_costs)(env_state) if distill else None
+        next_obs, env_state, reward, term, trunc, info = jax.vmap(env.step)(
+            keys, env_state, action)
+        t = Transition(obs=obs, action=None, log_prob=None, value=None, reward=reward,
+                       terminated=None, truncated=None, final_value=None, label=label,
+                       label_cost=costs)
+        grad_out, aux = jax.grad(lambda out: loss_of(*out, t), has_aux=True)((logits, value))
+        grads, = pullback(grad_out)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        stats = {**env.stats(logits, action, label, info, term | trunc),
+                 "reward": reward.mean()}
+        return (optax.apply_updates(params, updates), opt_state), (env_state, next_obs,
+                                                                   stats, aux)
+
+    def env_step(carry, _):
+        params, opt_state, env_state, obs, rng = carry
+        rng, k_act, k_env = jax.random.split(rng, 3)
+        keys = in_blocks(jax.random.split(k_env, config.num_envs))
+        (params, opt_state), (env_state, obs, stats, aux) = jax.lax.scan(
+            block_step, (params, opt_state),
+            (in_blocks(env_state), in_blocks(obs), keys, act_keys(k_act)))
+        return (params, opt_state, whole(env_state), whole(obs), rng), (stats, aux)
+
+    (params, opt_state, env_state, obs, rng), (stats, losses) = jax.lax.scan(
+        env_step, (runner.params, runner.opt_state, runner.env_state, runner.obs, runner.rng),
+        None, config.num_steps)
+    runner = Runner(params=params, opt_state=opt_state, env_state=env_state, obs=obs,
+                    rng=rng, update=runner.update + 1)
+    return runner, core.update_metrics(stats, losses)
 
 
 def distill_cross_entropy(log_probs: jax.Array, cost: jax.Array, mask: jax.Array,
