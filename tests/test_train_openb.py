@@ -72,6 +72,17 @@ def test_imitation_of_fgd_writes_every_output_and_the_replay_evaluation(imitatio
     assert config["env"]["name"] == "openb" and config["teacher"] == "fgd"
 
 
+@pytest.mark.slow   # compiles three updates
+def test_online_imitation_on_the_replay_is_the_offline_update_when_the_network_waits(
+        trace_files):
+    """`--online` on the OpenB replay, which steps each block of environments (it cannot
+    score an action without a step): the checks of the synthetic environment's test."""
+    from tests.test_train import check_online_imitation
+    node_file, pod_file = trace_files
+    check_online_imitation(dict(env="openb", nodes=node_file, trace=pod_file, num_nodes=3,
+                                workloads=4, teacher="fgd", num_envs=8, num_steps=8))
+
+
 @pytest.mark.slow   # trains or replays (compilation)
 def test_ppo_trains_on_the_replay_from_the_imitation(imitation_run, trace_files, tmp_path):
     """PPO from the imitation, with fragmentation shaping and 2 updates of critic warm-up:

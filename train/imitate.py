@@ -99,16 +99,19 @@ def make_update(config: ImitateConfig, network=None):
 
 def online_update(env, net, runner: Runner, config: ImitateConfig, tx, loss_of, distill):
     """One imitation update learned while collecting (`--online`): `num_steps` steps of
-    every environment, each step's environments taken in blocks of
-    min(minibatch size, num_envs); in each block the network's forward pass chooses the
-    actions (sampled), the environments step, and the same pass is differentiated
-    (`jax.vjp`) for `loss_of(logits, value, Transition)` (with every action's cost when
-    `distill`), whose gradient `tx` applies
-    before the next block acts (accumulated over whole steps by `tx` when the minibatch
-    spans several). Returns (runner, metrics) as the offline update does: the environments'
-    per-step scalars and the blocks' losses, averaged."""
+    every environment. In each step the teacher labels every state (and, when `distill`,
+    every action's cost is taken) at once; then the environments are taken in blocks of
+    min(minibatch size, num_envs): the network's forward pass on a block samples its
+    actions and is differentiated (`jax.vjp`) for `loss_of(logits, value, Transition)`,
+    whose gradient `tx` applies before the next block acts (accumulated over whole steps
+    by `tx` when a minibatch spans several). The value target is the reward of the action:
+    from `env.reward` where the environment scores an action without stepping (then every
+    environment steps once, after the blocks), else from stepping the block. Returns
+    (runner, metrics) as the offline update does: the environments' per-step scalars and
+    the blocks' losses, averaged."""
     block = min(config.minibatch_size, config.num_envs)
     blocks = config.num_envs // block
+    scored = env.reward is not None
 
     def in_blocks(tree):        # (num_envs, ...) -> (blocks, block, ...)
         return jax.tree_util.tree_map(lambda x: x.reshape((blocks, block) + x.shape[1:]), tree)
@@ -121,33 +124,41 @@ def online_update(env, net, runner: Runner, config: ImitateConfig, tx, loss_of, 
 
     def block_step(carry, xs):
         params, opt_state = carry
-        env_state, obs, keys, k_act = xs
+        env_state, obs, keys, k_act, label, costs = xs
         (logits, value), pullback = jax.vjp(lambda p: net.apply(p, obs), params)
         action = jax.random.categorical(k_act, logits).astype(jnp.int32)
-        # THE TEACHER'S LABEL and every action's cost, in the state the action is taken in
-        label = jax.vmap(env.teacher)(keys, env_state, obs)
-        costs = jax.vmap(env.action_costs)(env_state) if distill else None
-        next_obs, env_state, reward, term, trunc, info = jax.vmap(env.step)(
-            keys, env_state, action)
+        if scored:
+            reward, stepped = jax.vmap(env.reward)(env_state, action), None
+        else:
+            stepped = jax.vmap(env.step)(keys, env_state, action)
+            reward = stepped[2]
         t = Transition(obs=obs, action=None, log_prob=None, value=None, reward=reward,
                        terminated=None, truncated=None, final_value=None, label=label,
                        label_cost=costs)
         grad_out, aux = jax.grad(lambda out: loss_of(*out, t), has_aux=True)((logits, value))
         grads, = pullback(grad_out)
         updates, opt_state = tx.update(grads, opt_state, params)
-        stats = {**env.stats(logits, action, label, info, term | trunc),
-                 "reward": reward.mean()}
-        return (optax.apply_updates(params, updates), opt_state), (env_state, next_obs,
-                                                                   stats, aux)
+        return (optax.apply_updates(params, updates), opt_state), (logits, action, stepped,
+                                                                   aux)
 
     def env_step(carry, _):
         params, opt_state, env_state, obs, rng = carry
         rng, k_act, k_env = jax.random.split(rng, 3)
-        keys = in_blocks(jax.random.split(k_env, config.num_envs))
-        (params, opt_state), (env_state, obs, stats, aux) = jax.lax.scan(
+        keys = jax.random.split(k_env, config.num_envs)
+        # THE TEACHER'S LABEL and every action's cost, in the state the action is taken in
+        label = jax.vmap(env.teacher)(keys, env_state, obs)
+        costs = jax.vmap(env.action_costs)(env_state) if distill else None
+        (params, opt_state), (logits, action, stepped, aux) = jax.lax.scan(
             block_step, (params, opt_state),
-            (in_blocks(env_state), in_blocks(obs), keys, act_keys(k_act)))
-        return (params, opt_state, whole(env_state), whole(obs), rng), (stats, aux)
+            (in_blocks(env_state), in_blocks(obs), in_blocks(keys), act_keys(k_act),
+             in_blocks(label), in_blocks(costs)))
+        logits, action = whole(logits), whole(action)
+        if scored:
+            stepped = jax.vmap(env.step)(keys, env_state, action)
+        next_obs, env_state, reward, term, trunc, info = whole(stepped) if not scored else stepped
+        stats = {**env.stats(logits, action, label, info, term | trunc),
+                 "reward": reward.mean()}
+        return (params, opt_state, env_state, next_obs, rng), (stats, aux)
 
     (params, opt_state, env_state, obs, rng), (stats, losses) = jax.lax.scan(
         env_step, (runner.params, runner.opt_state, runner.env_state, runner.obs, runner.rng),
