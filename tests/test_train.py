@@ -188,10 +188,11 @@ def test_the_training_env_reports_the_cost_of_every_action():
 
 def test_runs_saved_before_a_field_existed_load_with_what_they_did():
     old = ImitateConfig(num_nodes=8).to_dict()
-    for name in ("distill_temp", "distill_coef", "teacher"):
+    for name in ("distill_temp", "distill_coef", "teacher", "online"):
         del old[name]
     config = ImitateConfig.from_dict(old)
     assert (config.distill_temp, config.distill_coef, config.teacher) == (0.0, 1.0, "optimal")
+    assert config.online is False                    # learned after collecting
     assert ImitateConfig().distill_temp > 0          # what a new run does
 
 

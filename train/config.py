@@ -36,7 +36,7 @@ MIN_DISTILL_TEMP = 1e-6   # cost units; below it the teacher's softmax is a floa
 # environments' own flags: their registrations' `defaults`).
 ADDED_LATER = {"env": "synthetic", "teacher": "optimal", "distill_temp": 0.0,
                "distill_coef": 1.0, "samples_per_state": 1, "all_actions": False,
-               "critic_warmup": 0}
+               "critic_warmup": 0, "online": False}
 for _env in ENVS:
     ADDED_LATER.update(registry.registration(_env).defaults)
 # Fields stored under "env" in config.json (the layout every saved run has): the name and
