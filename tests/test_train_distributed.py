@@ -30,10 +30,11 @@ pytestmark = pytest.mark.slow   # end-to-end runs: `pytest -m slow`, and in CI
 ROOT = str(Path(__file__).resolve().parents[1])
 
 # 8 envs x 4 steps, 4 updates in chunks of 2 (episodes of 6 decisions end inside the
-# run), minibatches of 16 samples: 4 per device on 4 devices. PPO: 2 seeds, imitation: 1.
+# run), minibatches of 16 samples: 4 per device on 4 devices. PPO: 2 seeds, imitation: 1,
+# online (the default) in minibatches of 4 environments, two blocks a step: 1 per device.
 QUIET = ["--eval-episodes", "0"]
 PPO = PPO_RUN + QUIET
-IMITATE = TINY + ["--total-timesteps", str(8 * 4 * 4)] + QUIET
+IMITATE = TINY + ["--total-timesteps", str(8 * 4 * 4), "--num-minibatches", "8"] + QUIET
 
 FOUR_DEVICES = textwrap.dedent("""
     import os, sys

@@ -375,8 +375,10 @@ class ImitateConfig(TrainConfig):
 
     algorithm: ClassVar[str] = "imitate"
 
-    total_timesteps: int = flag(6_000_000, TrainConfig.__dataclass_fields__[
+    total_timesteps: int = flag(10_000_000, TrainConfig.__dataclass_fields__[
         "total_timesteps"].metadata["help"], low=1)
+    update_epochs: int = flag(1, TrainConfig.__dataclass_fields__[
+        "update_epochs"].metadata["help"] + " (1 with --online)", low=1)
     vf_coef: float = flag(0.5, "value loss weight", low=0.0, high=1e3, group="algorithm")
     teacher: str | None = flag(None, "the labels: a reference policy of the environment ("
                                + "; ".join(f"{e}: {', '.join(registry.registration(e).teachers)}"
@@ -396,7 +398,7 @@ class ImitateConfig(TrainConfig):
     distill_coef: float = flag(1.0, "weight of the distillation term (--distill-temp)",
                                low=0.0, high=1e3, group="algorithm")
 
-    online: bool = flag(False, "learn while collecting: the forward pass that chooses each "
+    online: bool = flag(True, "learn while collecting: the forward pass that chooses each "
                         "action is the one differentiated, so a decision costs one forward "
                         "and one backward pass, with no second pass and no shuffle; a "
                         "minibatch is a block of environments of one step (or whole steps, "

@@ -9,7 +9,8 @@ On synthetic clusters the environment knows the optimal action of every state it
 generates, so the policy learns it as a label; on the OpenB trace the label is the action
 of the `--teacher` policy. Rollouts follow the learner's own (sampled) policy and every
 visited state is labelled (DAgger): the learner is trained on the states its own mistakes
-lead to. One update collects `num_steps` decisions in `num_envs` environments, then runs
+lead to. By default (`--online`, below) it learns while collecting; with `--no-online` one
+update collects `num_steps` decisions in `num_envs` environments, then runs
 `update_epochs` passes of `num_minibatches` steps on the cross-entropy between the masked
 logits and the label, plus (on synthetic clusters, `--distill-temp`) the cross-entropy
 to softmax(-cost / T) over the feasible actions, a ranking of every node by its cost
@@ -18,14 +19,15 @@ vmapped over `--seeds`. The value head regresses the reward of the behaviour pol
 critic PPO uses at its default `--gamma 0`), so a PPO warm start gets a trained critic
 too. Same outputs as `train/ppo.py` (`train/run.py`).
 
-`--online` learns while collecting instead (one epoch): in each step the environments are
-taken in blocks of a minibatch (or whole steps whose gradients are accumulated, when a
-minibatch holds more decisions than there are environments); the forward pass that
-samples a block's actions is the one differentiated, and the next block acts with the
-network the gradient moved. A decision then costs one forward and one backward pass, where
-the offline update spends a forward pass to act and another, with the backward, to learn,
-and no rollout is shuffled. With one minibatch per rollout it is the offline update
-exactly (a test).
+`--online` (the default, one epoch) learns while collecting: in each step the
+environments are taken in blocks of a minibatch (or whole steps whose gradients are
+accumulated, when a minibatch holds more decisions than there are environments); the
+forward pass that samples a block's actions is the one differentiated, and the next block
+acts with the network the gradient moved. A decision then costs one forward and one
+backward pass, where the offline update spends a forward pass to act and another, with
+the backward, to learn, and nothing is shuffled: 1.3-1.7x the decisions per second
+(benchmarks/RESULTS.md). With one minibatch per rollout it is the offline update to float
+rounding (a test).
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def online_update(env, net, runner: Runner, config: ImitateConfig, tx, loss_of, 
     """One imitation update learned while collecting (`--online`): `num_steps` steps of
     every environment. In each step the teacher labels every state (and, when `distill`,
     every action's cost is taken) at once; then the environments are taken in blocks of
-    min(minibatch size, num_envs): the network's forward pass on a block samples its
+    min(minibatch size, num_envs) (strided: block b holds environments b, b + blocks, ...): the network's forward pass on a block samples its
     actions and is differentiated (`jax.vjp`) for `loss_of(logits, value, Transition)`,
     whose gradient `tx` applies before the next block acts (accumulated over whole steps
     by `tx` when a minibatch spans several). The value target is the reward of the action:
@@ -113,11 +115,15 @@ def online_update(env, net, runner: Runner, config: ImitateConfig, tx, loss_of, 
     blocks = config.num_envs // block
     scored = env.reward is not None
 
+    # Block b holds environments b, b + blocks, b + 2 blocks, ...: strided, so that where
+    # the environments are split over devices (contiguous shares) every block is too.
     def in_blocks(tree):        # (num_envs, ...) -> (blocks, block, ...)
-        return jax.tree_util.tree_map(lambda x: x.reshape((blocks, block) + x.shape[1:]), tree)
+        return jax.tree_util.tree_map(
+            lambda x: jnp.swapaxes(x.reshape((block, blocks) + x.shape[1:]), 0, 1), tree)
 
     def whole(tree):            # (blocks, block, ...) -> (num_envs, ...)
-        return jax.tree_util.tree_map(lambda x: x.reshape((config.num_envs,) + x.shape[2:]), tree)
+        return jax.tree_util.tree_map(
+            lambda x: jnp.swapaxes(x, 0, 1).reshape((config.num_envs,) + x.shape[2:]), tree)
 
     def act_keys(k_act):        # one per block; with one block, the offline rollout's key
         return jax.random.split(k_act, blocks) if blocks > 1 else k_act[None]

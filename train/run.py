@@ -164,9 +164,6 @@ def check_devices(config: TrainConfig, devices: int | None) -> int:
         hint = (" (on a CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N gives N "
                 "devices)" if jax.local_devices()[0].platform == "cpu" else "")
         raise invalid("devices", n, f"1..{local}, the number of devices of this process{hint}")
-    if getattr(config, "online", False) and n * hosts > 1:
-        raise invalid("devices", n, "1 device in one process with --online (its blocks of "
-                      "environments are not split over devices yet)", depends=("online",))
     if not fits(n):
         allowed = ", ".join(str(d) for d in range(1, local + 1) if fits(d)) or "none"
         times = f", times {hosts} processes," if hosts > 1 else ""
