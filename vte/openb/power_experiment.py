@@ -208,8 +208,12 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str) -> N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(results), figsize=(5.2 * len(results), 4.6), squeeze=False)
-    for ax, (trace, result) in zip(axes[0], results.items()):
+    cols = min(len(results), 3)                      # three panels a row
+    rows = -(-len(results) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.6 * rows), squeeze=False)
+    for ax in axes.flat[len(results):]:
+        ax.set_visible(False)
+    for ax, (trace, result) in zip(axes.flat, results.items()):
         pol = result["policies"]
         for name, r in pol.items():
             if name in learned:
@@ -217,10 +221,12 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str) -> N
             style = STYLES.get(name) or style_of(name)
             ax.plot(r["savings_plateau_pct"]["mean"], r["grar"], "o", color=style.get("color"),
                     label=display_name(name))
-        groups: dict[str, list[str]] = {}     # "learned@w", "learned+pwr@a", ...: a line each
-        for p in learned:
+        groups: dict[str, list[str]] = {}     # "learned@w", "learned+pwr@a", ...: a line each,
+        for p in learned:                     # through its members in order of their number
             if p in pol:
                 groups.setdefault(p.split("@")[0], []).append(p)
+        groups = {g: sorted(names, key=lambda p: float(p.split("@")[1]))
+                  for g, names in groups.items()}
         for (group, names), color in zip(groups.items(), ("magenta", "darkorange", "teal")):
             xs = [pol[p]["savings_plateau_pct"]["mean"] for p in names]
             ys = [pol[p]["grar"] for p in names]
