@@ -334,12 +334,15 @@ def test_curves_plots_and_summarizes_every_seed(tmp_path, capsys):
 
 def test_network_grad_refuses_sizes_the_trainers_refuse(capsys):
     from benchmarks import network_grad
-    # A rollout of 2M environments x 4 steps is more than imitation's default 6M steps.
+    from train.config import ImitateConfig
+    # A rollout of that many environments x 4 steps is more than imitation's default steps.
+    steps = ImitateConfig().total_timesteps
+    envs = steps // 4 + 1
     with pytest.raises(SystemExit):
-        network_grad.main(["--imitate-envs", "2000000"])
+        network_grad.main(["--imitate-envs", str(envs)])
     err = capsys.readouterr().err
-    assert "--imitate-envs=2000000 is invalid for the trainer's defaults" in err
-    assert "--total-timesteps=6000000 is invalid" in err
+    assert f"--imitate-envs={envs} is invalid for the trainer's defaults" in err
+    assert f"--total-timesteps={steps} is invalid" in err
 
 
 def test_adapters_benchmark_reports_the_three_rates(tmp_path, capsys):
