@@ -215,6 +215,11 @@ class TrainConfig:
         return self.num_envs * self.num_steps
 
     @property
+    def minibatch_size(self) -> int:
+        """Decisions per gradient step: num_envs * num_steps / num_minibatches."""
+        return self.batch_size // self.num_minibatches
+
+    @property
     def num_updates(self) -> int:
         return self.total_timesteps // self.batch_size
 
@@ -426,11 +431,6 @@ class ImitateConfig(TrainConfig):
                               f"num_steps / num_minibatches = {size}) divides num_envs = "
                               f"{self.num_envs} or is a multiple of it",
                               depends=("online", "num_envs", "num_steps"))
-
-    @property
-    def minibatch_size(self) -> int:
-        """Decisions per gradient step: num_envs * num_steps / num_minibatches."""
-        return self.num_envs * self.num_steps // self.num_minibatches
 
 
 CONFIGS = {"ppo": PPOConfig, "imitate": ImitateConfig}

@@ -155,7 +155,7 @@ def check_devices(config: TrainConfig, devices: int | None) -> int:
     Raises ValueError naming `--devices`, its value and the counts allowed."""
     local, hosts = jax.local_device_count(), jax.process_count()
     n = local if devices is None else devices
-    minibatch = config.batch_size // config.num_minibatches
+    minibatch = config.minibatch_size
 
     def fits(d):
         return config.num_envs % (d * hosts) == 0 and minibatch % (d * hosts) == 0
