@@ -17,7 +17,8 @@ FGD is always replayed (the savings' reference); the other published and power
 policies are replayed (`--policies`) or, with `--baselines`, taken from an earlier
 `benchmarks/openb_power.py` JSON of the same trace, tune and seeds, whose FGD must equal the
 one replayed here; when that JSON is an earlier one of this script on the same `--run`,
-its learned policies are kept too (margins added to a measured front). `--front PNG --fronts A.json,B.json` draws the fronts of finished JSONs.
+its learned policies are kept too (margins added to a measured front).
+`--front PNG --fronts A.json,B.json` draws the fronts of finished JSONs.
 """
 
 from __future__ import annotations
@@ -89,14 +90,6 @@ def _baselines(path: str, pods, tune: float, seeds: list[int]) -> dict:
     return base
 
 
-def _ordered(names: list[str]) -> list[str]:
-    """Learned policy names without repeats, each group ("learned", "learned+pwr", ...) in
-    the order it first appears, its members by their number: a front's line in order."""
-    names = list(dict.fromkeys(names))
-    groups = list(dict.fromkeys(n.split("@")[0] for n in names))
-    return sorted(names, key=lambda n: (groups.index(n.split("@")[0]), float(n.split("@")[1])))
-
-
 def _merge(result: dict, base: dict, baselines: str, run: str) -> dict:
     """`result` with the policies of the earlier JSON `base` when its FGD figures equal this
     replay's. The learned policies of `base` are kept when it measured the same `run` (more
@@ -113,7 +106,7 @@ def _merge(result: dict, base: dict, baselines: str, run: str) -> dict:
     kept = list(base.get("learned", ())) if same_run else []
     extra = {k: v for k, v in base["policies"].items()
              if k not in result["policies"] and (k in kept or k not in base.get("learned", ()))}
-    learned = _ordered(kept + list(result["learned"]))
+    learned = power_experiment.ordered_learned(kept + list(result["learned"]))
     return {**result, "policies": {**result["policies"], **extra}, "learned": learned,
             "baselines_from": baselines}
 

@@ -492,11 +492,17 @@ def check_online_imitation(env: dict):
      "(num_envs * num_steps / num_minibatches = 8) divides num_envs = 6 or is a multiple"),
 ])
 def test_online_imitation_refuses_what_it_cannot_do(argv, message, capsys, tmp_path):
+    assert message in refused(imitate.main, argv, capsys, tmp_path)
+
+
+def refused(main, argv, capsys, tmp_path) -> str:
+    """The trainer `main` exits with status 2 on `argv` before writing its --out; returns
+    what it printed to stderr."""
     with pytest.raises(SystemExit) as exc:
-        imitate.main(argv + ["--out", str(tmp_path / "x")])
+        main(argv + ["--out", str(tmp_path / "x")])
     assert exc.value.code == 2
-    assert message in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "x")
+    return capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -201,6 +201,15 @@ def dominance(result: dict, learned: Sequence[str]) -> dict:
                          and any(saving(p) > most for p in at_fgd)}
 
 
+def ordered_learned(names: Sequence[str]) -> list[str]:
+    """Learned policy names ("learned@w", "learned+pwr@a", "learned+pwr_within@m") without
+    repeats, each group in the order it first appears and its members by their number: the
+    order of a front's line."""
+    names = list(dict.fromkeys(names))
+    groups = list(dict.fromkeys(n.split("@")[0] for n in names))
+    return sorted(names, key=lambda n: (groups.index(n.split("@")[0]), float(n.split("@")[1])))
+
+
 def plot_front(results: dict[str, dict], learned: Sequence[str], path: str) -> None:
     """One panel per trace: GRAR at x = 1.0 against the plateau's mean savings against FGD
     (seed means), the published policies and mixes as points, the `learned` ones as a line."""
@@ -221,12 +230,10 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str) -> N
             style = STYLES.get(name) or style_of(name)
             ax.plot(r["savings_plateau_pct"]["mean"], r["grar"], "o", color=style.get("color"),
                     label=display_name(name))
-        groups: dict[str, list[str]] = {}     # "learned@w", "learned+pwr@a", ...: a line each,
-        for p in learned:                     # through its members in order of their number
+        groups: dict[str, list[str]] = {}     # "learned@w", "learned+pwr@a", ...: a line each
+        for p in ordered_learned(learned):
             if p in pol:
                 groups.setdefault(p.split("@")[0], []).append(p)
-        groups = {g: sorted(names, key=lambda p: float(p.split("@")[1]))
-                  for g, names in groups.items()}
         for (group, names), color in zip(groups.items(), ("magenta", "darkorange", "teal")):
             xs = [pol[p]["savings_plateau_pct"]["mean"] for p in names]
             ys = [pol[p]["grar"] for p in names]
