@@ -240,9 +240,40 @@ def test_the_replay_logs_power_and_the_grid_interpolates(small):
     curves = power.curves_on_grid(log, int(spec.total_gpu_milli), top=1.0, step=0.25)
     out = power.summary({"fgd": curves, "pwr": curves}, int(spec.total_gpu_milli))
     assert out["pwr"]["savings_at_end_pct"] == 0.0
+    assert out["pwr"]["savings_plateau_per_seed_pct"] == [0.0]     # one seed, the same replay
     # x = 1.0 (7000 milli arrived) lies between the 5th pod (3800) and the failed 6th (7800):
     # 3800 milli allocated either side.
     assert out["fgd"]["grar"] == pytest.approx(3800 / 7000, abs=1e-4)
+
+
+def test_the_front_is_judged_on_the_mean_and_seed_by_seed():
+    """`dominance`: a learned policy beats a mix on the mean when it saves at least as much
+    and allocates more; seed by seed, some learned policy must do both on each seed."""
+    from vte.openb.power_experiment import dominance
+
+    def entry(savings, grar):
+        return {"savings_plateau_pct": {"mean": float(np.mean(savings))},
+                "savings_plateau_per_seed_pct": savings, "grar_per_seed": grar,
+                "grar": float(np.mean(grar))}
+    result = {"seeds": [42, 43], "policies": {
+        "fgd": entry([0.0, 0.0], [0.96, 0.96]),
+        "pwr_fgd:200": entry([10.0, 12.0], [0.90, 0.92]),
+        "pwr_fgd:100": entry([11.5, 11.5], [0.80, 0.80]),
+        "a": entry([11.0, 11.0], [0.95, 0.91]),      # beats :200 on the mean, on seed 42 only
+        "b": entry([9.0, 13.0], [0.89, 0.93])}}      # beats :200 on seed 43 only
+    got = dominance(result, ["a", "b"])["per_mix"]
+    assert got["pwr_fgd:200"]["best"] == "a" and got["pwr_fgd:200"]["seeds_higher"] == 1
+    assert got["pwr_fgd:200"]["front_per_seed"] == [["a"], ["b"]]
+    assert got["pwr_fgd:200"]["seeds_front"] == 2
+    # :100 saves 11.5 on each seed: neither saves that much on the mean; b does on seed 43.
+    assert got["pwr_fgd:100"]["best"] is None
+    assert got["pwr_fgd:100"]["front_per_seed"] == [[], ["b"]]
+    assert got["pwr_fgd:100"]["seeds_front"] == 1
+    # A result written before per-seed savings were recorded: no seed-by-seed reading.
+    for entry_ in result["policies"].values():
+        del entry_["savings_plateau_per_seed_pct"]
+    old = dominance(result, ["a", "b"])["per_mix"]["pwr_fgd:200"]
+    assert old["seeds_front"] is None and old["seeds_higher"] == 1
 
 
 def test_openb_power_measures_prints_and_refuses_bad_input(small, tmp_path, capsys):

@@ -343,15 +343,19 @@ def summary(curves: dict[str, dict], capacity: int, reference: str = "fgd",
     """The paper's figures per policy from `curves_on_grid` results (name -> curves): seed-mean
     power (W) on x, GRAR at the last x (mean allocated / mean arrived milli-GPU), power at
     the last x (MW, CPU part too) and, against `reference`, savings (P_ref - P) / P_ref x 100
-    on x, their min, mean and max over the plateau x range and their value at the last x."""
+    on x, their min, mean and max over the plateau x range and their value at the last x;
+    and per seed, the plateau's mean savings against the reference's replay of the same seed
+    (`savings_plateau_per_seed_pct`, the seed-by-seed reading of the front)."""
     if reference not in curves:
         raise ValueError(f"reference={reference!r} is not among the policies {sorted(curves)}")
-    ref = curves[reference]["power"].mean(axis=0)
+    ref_seeds = curves[reference]["power"]
+    ref = ref_seeds.mean(axis=0)
     out = {}
     for name, c in curves.items():
         xs, mean = c["x"], c["power"].mean(axis=0)
         saving = (ref - mean) / ref * 100
         flat = (xs >= plateau[0] - 1e-9) & (xs <= plateau[1] + 1e-9)
+        per_seed = ((ref_seeds - c["power"]) / ref_seeds * 100)[:, flat].mean(axis=1)
         out[name] = {
             "x": xs.tolist(), "power_w": np.round(mean, 1).tolist(),
             "savings_pct": np.round(saving, 3).tolist(),
@@ -362,6 +366,7 @@ def summary(curves: dict[str, dict], capacity: int, reference: str = "fgd",
             "savings_plateau_pct": {"min": round(float(saving[flat].min()), 2),
                                     "mean": round(float(saving[flat].mean()), 2),
                                     "max": round(float(saving[flat].max()), 2)},
+            "savings_plateau_per_seed_pct": np.round(per_seed, 2).tolist(),
             "savings_at_end_pct": round(float(saving[-1]), 2),
         }
     return out

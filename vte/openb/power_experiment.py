@@ -170,9 +170,22 @@ def dominance(result: dict, learned: Sequence[str]) -> dict:
 
     * per mix: the learned policies with at least its savings and a higher GRAR, and of
       those the one whose GRAR is higher on the most seeds (`seeds_higher` of the seeds);
+    * per mix, seed by seed (`seeds_front`): on how many seeds some learned policy both
+      saves at least as much as the mix on that seed (plateau savings against FGD's replay
+      of the seed) and allocates more at x = 1.0, i.e. the front measured on that seed
+      dominates the mix there; the policies that do it on each seed (`front_per_seed`).
+      None for a result without per-seed savings (written before they were recorded);
     * at FGD's GRAR: the learned policies whose GRAR is at least FGD's, their savings, and
       whether one saves more than every mix."""
     pol = result["policies"]
+    per_seed = all("savings_plateau_per_seed_pct" in pol[p] for p in list(learned) + mixes(result))
+
+    def front_per_seed(m):
+        """Per seed, the learned policies dominating mix `m` on that seed."""
+        sav, grar = "savings_plateau_per_seed_pct", "grar_per_seed"
+        return [[p for p in learned
+                 if pol[p][sav][s] >= pol[m][sav][s] and pol[p][grar][s] > pol[m][grar][s]]
+                for s in range(len(result["seeds"]))]
 
     def saving(name):
         return pol[name]["savings_plateau_pct"]["mean"]
@@ -186,6 +199,9 @@ def dominance(result: dict, learned: Sequence[str]) -> dict:
         best = max(better, key=lambda p: seeds_higher(p, m), default=None)
         per_mix[m] = {"savings": saving(m), "grar": pol[m]["grar"], "dominated_by": better,
                       "best": best, "seeds_higher": None if best is None else seeds_higher(best, m)}
+        front = front_per_seed(m) if per_seed else None
+        per_mix[m]["front_per_seed"] = front
+        per_mix[m]["seeds_front"] = None if front is None else sum(bool(f) for f in front)
     at_fgd = [p for p in learned if pol[p]["grar"] >= pol["fgd"]["grar"]]
     most = max((saving(m) for m in mixes(result)), default=0.0)
     return {"per_mix": per_mix,
