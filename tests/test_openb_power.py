@@ -265,15 +265,23 @@ def test_the_front_is_judged_on_the_mean_and_seed_by_seed():
     assert got["pwr_fgd:200"]["best"] == "a" and got["pwr_fgd:200"]["seeds_higher"] == 1
     assert got["pwr_fgd:200"]["front_per_seed"] == [["a"], ["b"]]
     assert got["pwr_fgd:200"]["seeds_front"] == 2
+    assert got["pwr_fgd:200"]["single"] == "a" and got["pwr_fgd:200"]["seeds_single"] == 1
     # :100 saves 11.5 on each seed: neither saves that much on the mean; b does on seed 43.
     assert got["pwr_fgd:100"]["best"] is None
     assert got["pwr_fgd:100"]["front_per_seed"] == [[], ["b"]]
     assert got["pwr_fgd:100"]["seeds_front"] == 1
+    assert got["pwr_fgd:100"]["single"] == "b" and got["pwr_fgd:100"]["seeds_single"] == 1
+    # A policy that does it on both seeds is the single one.
+    result["policies"]["c"] = entry([12.0, 12.5], [0.91, 0.93])
+    both = dominance(result, ["a", "b", "c"])["per_mix"]["pwr_fgd:200"]
+    assert both["single"] == "c" and both["seeds_single"] == 2 and both["seeds_front"] == 2
+    del result["policies"]["c"]
     # A result written before per-seed savings were recorded: no seed-by-seed reading.
     for entry_ in result["policies"].values():
         del entry_["savings_plateau_per_seed_pct"]
     old = dominance(result, ["a", "b"])["per_mix"]["pwr_fgd:200"]
-    assert old["seeds_front"] is None and old["seeds_higher"] == 1
+    assert old["seeds_front"] is None and old["single"] is None and old["seeds_single"] is None
+    assert old["seeds_higher"] == 1
 
 
 def test_openb_power_measures_prints_and_refuses_bad_input(small, tmp_path, capsys):

@@ -173,8 +173,11 @@ def dominance(result: dict, learned: Sequence[str]) -> dict:
     * per mix, seed by seed (`seeds_front`): on how many seeds some learned policy both
       saves at least as much as the mix on that seed (plateau savings against FGD's replay
       of the seed) and allocates more at x = 1.0, i.e. the front measured on that seed
-      dominates the mix there; the policies that do it on each seed (`front_per_seed`).
-      None for a result without per-seed savings (written before they were recorded);
+      dominates the mix there; the policies that do it on each seed (`front_per_seed`);
+      and the one learned policy that does it on the most seeds (`single`, the first of
+      `learned` on a tie; None when none does it on any seed) and on how many
+      (`seeds_single`). None for a result without per-seed savings (written before they
+      were recorded);
     * at FGD's GRAR: the learned policies whose GRAR is at least FGD's, their savings, and
       whether one saves more than every mix."""
     pol = result["policies"]
@@ -202,6 +205,10 @@ def dominance(result: dict, learned: Sequence[str]) -> dict:
         front = front_per_seed(m) if per_seed else None
         per_mix[m]["front_per_seed"] = front
         per_mix[m]["seeds_front"] = None if front is None else sum(bool(f) for f in front)
+        counts = {} if front is None else {p: sum(p in f for f in front) for p in learned}
+        single = max(counts, key=counts.get, default=None)
+        per_mix[m]["single"] = single if single is not None and counts[single] else None
+        per_mix[m]["seeds_single"] = None if front is None else counts.get(single, 0)
     at_fgd = [p for p in learned if pol[p]["grar"] >= pol["fgd"]["grar"]]
     most = max((saving(m) for m in mixes(result)), default=0.0)
     return {"per_mix": per_mix,
