@@ -103,8 +103,8 @@ def online_update(env, net, runner: Runner, config: ImitateConfig, tx, loss_of, 
     """One imitation update learned while collecting (`--online`): `num_steps` steps of
     every environment. In each step the teacher labels every state (and, when `distill`,
     every action's cost is taken) at once; then the environments are taken in blocks of
-    min(minibatch size, num_envs) (strided: block b holds environments b, b + blocks, ...): the network's forward pass on a block samples its
-    actions and is differentiated (`jax.vjp`) for `loss_of(logits, value, Transition)`,
+    min(minibatch size, num_envs), strided (`in_blocks`): the network's forward pass on a
+    block samples its actions and is differentiated (`jax.vjp`) for `loss_of(logits, value, Transition)`,
     whose gradient `tx` applies before the next block acts (accumulated over whole steps
     by `tx` when a minibatch spans several). The value target is the reward of the action:
     from `env.reward` where the environment scores an action without stepping (then every

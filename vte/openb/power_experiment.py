@@ -181,7 +181,8 @@ def dominance(result: dict, learned: Sequence[str]) -> dict:
     * at FGD's GRAR: the learned policies whose GRAR is at least FGD's, their savings, and
       whether one saves more than every mix."""
     pol = result["policies"]
-    per_seed = all("savings_plateau_per_seed_pct" in pol[p] for p in list(learned) + mixes(result))
+    per_seed = all("savings_plateau_per_seed_pct" in pol[p]
+                   for p in list(learned) + mixes(result))
 
     def front_per_seed(m):
         """Per seed, the learned policies dominating mix `m` on that seed."""
