@@ -232,6 +232,16 @@ def test_the_replay_command_refuses_synthetic_runs_and_other_node_files(imitatio
      "--power-weight=(0.8, 0.2) is invalid: allowed two numbers LOW HIGH with 0 <= LOW <= HIGH"),
     (["--env", "openb", "--teacher", "preference_mix", "--power-weight", "0", "1.5"],
      "--power-weight=(0.0, 1.5) is invalid"),
+    (["--env", "openb", "--teacher", "fgd", "--plan-horizon", "32"],
+     "--plan-horizon=32 is invalid: allowed no value (the planner's own) unless the teacher "
+     "plans"),
+    (["--plan-candidates", "2"], "--plan-candidates=2 is invalid: allowed no value"),
+    (["--env", "openb", "--teacher", "plan_fgd", "--plan-horizon", "5000"],
+     "--plan-horizon=5000 is invalid: allowed an integer in [1, 4096]"),
+    (["--env", "openb", "--teacher", "plan:fgd", "--plan-futures", "257"],
+     "--plan-futures=257 is invalid: allowed an integer in [1, 256]"),
+    (["--env", "openb", "--teacher", "plan:fgd", "--plan-candidates", "0"],
+     "--plan-candidates=0 is invalid: allowed an integer >= 1"),
 ])
 def test_bad_openb_flags_fail_before_any_work(argv, message, capsys, tmp_path):
     from tests.test_train import refused
@@ -315,26 +325,34 @@ def test_the_preference_teacher_is_fgd_at_zero_and_pwr_at_one(trace_files):
 
 @pytest.mark.slow   # compiles the planner
 def test_the_lookahead_teacher_labels_a_state_with_the_planners_node(trace_files):
-    """`--teacher plan_fgd` (distillation of `lookahead.planner(fgd)`): the label is the
-    planner's node on the environment's state."""
+    """`--teacher plan_fgd` (distillation of `lookahead.planner(fgd)`): the label a
+    trainer's environment gives (`make_env`) is the node the planner with the run's
+    `--plan-candidates/--plan-futures/--plan-horizon` chooses on the environment's state;
+    without them the planner's defaults (`plan_settings`)."""
+    from train.config import ImitateConfig
+    from train.envs import make_env
     from vte.openb import cluster, lookahead, policies
-    from vte.openb.registration import TEACHERS
-    from vte.openb.registration import policies as teachers
+    from vte.openb.registration import TEACHERS, plan_settings
     assert "plan_fgd" in TEACHERS
-    node_file, pod_file = trace_files
-    nodes = vte.openb.load_nodes(node_file)
-    params = oenv.make_params(nodes, vte.openb.load_pods(pod_file, nodes), seeds=[42])
-    plan = lookahead.planner(policies.fgd)
+    settings = ["--plan-candidates", "3", "--plan-futures", "2", "--plan-horizon", "5"]
+    config = ImitateConfig.from_args(tiny(trace_files, 5) + ["--teacher", "plan_fgd"] + settings)
+    assert plan_settings(config) == {"candidates": 3, "futures": 2, "horizon": 5}
+    assert plan_settings(ImitateConfig.from_args(tiny(trace_files) + ["--teacher", "plan:fgd"])) \
+        == {k: lookahead.DEFAULTS[k] for k in ("candidates", "futures", "horizon")}
+    assert ImitateConfig.from_dict(config.to_dict()) == config
+    env = make_env(config)
+    params = env.params
+    plan = lookahead.planner(policies.fgd, candidates=3, futures=2, horizon=5)
 
     def both(key):
-        _, state = oenv.reset(key, params)
+        obs, state = env.reset(key)
         pod = oenv.current_pod(state, params)
         feasible = cluster.feasible(state.nodes, pod, state.cluster)
         scores, _ = plan(key, state.nodes, pod, feasible, state.cluster)
         direct = jnp.where(jnp.any(feasible), cluster.select(scores, feasible, state.nodes.rank),
                            params.num_nodes)
-        return teachers()["plan_fgd"](key, state, params), direct, feasible.sum()
-    labels, direct, choices = jax.jit(jax.vmap(both))(jax.random.split(jax.random.PRNGKey(3), 4))
+        return env.teacher(key, state, obs), direct, feasible.sum()
+    labels, direct, choices = jax.jit(jax.vmap(both))(jax.random.split(jax.random.PRNGKey(3), 8))
     np.testing.assert_array_equal(labels, direct)
     assert (choices >= 2).any()                    # some label was a real choice
 

@@ -32,11 +32,13 @@ ENVS = registry.flags()          # the --env names of the registered environment
 # "Minibatches of 128 decisions").
 MINIBATCH = 128
 MIN_DISTILL_TEMP = 1e-6   # cost units; below it the teacher's softmax is a float32 argmax
+PLAN_FIELDS = ("plan_candidates", "plan_futures", "plan_horizon")   # a planning teacher's
 # Fields that runs saved before they existed lack, with the value those runs used (the
 # environments' own flags: their registrations' `defaults`).
 ADDED_LATER = {"env": "synthetic", "teacher": "optimal", "distill_temp": 0.0,
                "distill_coef": 1.0, "samples_per_state": 1, "all_actions": False,
-               "critic_warmup": 0, "online": False}
+               "critic_warmup": 0, "online": False, "plan_candidates": None,
+               "plan_futures": None, "plan_horizon": None}
 for _env in ENVS:
     ADDED_LATER.update(registry.registration(_env).defaults)
 # Fields stored under "env" in config.json (the layout every saved run has): the name and
@@ -395,6 +397,16 @@ class ImitateConfig(TrainConfig):
                                "published policy or an OpenB run directory (expert "
                                "iteration); each environment checks its own",
                                group="algorithm")
+    plan_candidates: int | None = flag(
+        None, "a planning teacher (--teacher plan_fgd or plan:<base>): the base policy's best "
+        "nodes compared at each decision; default: the planner's own (python -m vte.openb's "
+        "--plan-candidates)", low=1, group="algorithm")
+    plan_futures: int | None = flag(
+        None, "a planning teacher: sampled futures per candidate; default: the planner's own",
+        low=1, group="algorithm")
+    plan_horizon: int | None = flag(
+        None, "a planning teacher: pods per future; default: the planner's own", low=1,
+        group="algorithm")
     distill_temp: float = flag(0.02, "temperature of the distilled cost ranking: the loss "
                                "adds the cross-entropy to softmax(-cost / T) over the "
                                "feasible actions, so every node's cost teaches, not only the "
@@ -416,6 +428,13 @@ class ImitateConfig(TrainConfig):
             object.__setattr__(self, "teacher", self.registration.default_teacher
                                if self.env in ENVS else None)
         super().__post_init__()
+        planning = self.teacher is not None and (self.teacher == "plan_fgd"
+                                                 or self.teacher.startswith("plan:"))
+        for name in PLAN_FIELDS:
+            if getattr(self, name) is not None and not planning:
+                raise invalid(name, getattr(self, name), "no value (the planner's own) unless "
+                              "the teacher plans (--env openb --teacher plan_fgd or "
+                              "plan:<base>)", depends=("teacher",))
         if 0.0 < self.distill_temp < MIN_DISTILL_TEMP:
             raise invalid("distill_temp", self.distill_temp,
                           f"0 (off) or a number in [{MIN_DISTILL_TEMP}, 1000.0]")

@@ -95,8 +95,8 @@ def make_env(config) -> TrainEnv:
         read = observed[name]
         teacher = lambda key, state, obs: read(key, obs, params)   # noqa: E731
     elif name is not None:
-        named = reg.policies()
-        act = named[name] if name in named else reg.teacher_action(name, config)
+        built = reg.teacher_action(name, config) if reg.teacher_action is not None else None
+        act = built if built is not None else reg.policies()[name]
         teacher = lambda key, state, obs: act(key, state, params)   # noqa: E731
     curves = ((TEACHER_CURVE,) if teacher is not None else ()) + tuple(reg.curves) + (LOSS_CURVE,)
     return TrainEnv(registration=reg, env=env, params=params,

@@ -76,8 +76,10 @@ class Registration:
                                          # with these, sharing the observation's work
     teacher_action: Callable[[str, Any], Callable] | None = None
                                          # (teacher name, config) -> action of a teacher
-                                         # `check_config` accepts beyond `policies()`
-                                         # (OpenB: "plan:<run dir>"), None: those only
+                                         # built from the run's configuration (OpenB: the
+                                         # planners, "plan_fgd" and "plan:<base>", with the
+                                         # run's --plan-* settings), or None for a name
+                                         # `policies()` holds as it is; None: those only
     optimum: str | None = None           # the reference policy that is the known optimum
                                          # (PPO monitors its match), None: none known
     train_reward: Callable | None = None   # (state before, reward, params) -> the reward

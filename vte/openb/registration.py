@@ -123,6 +123,16 @@ def check_config(config) -> None:
     except (TraceError, OSError, ValueError) as err:
         raise flag_error("trace", config.trace, f"{', '.join(BUNDLED_TRACES)} or the path of "
                          f"a pod file of the OpenB format ({err})") from None
+    if teacher is not None and (teacher == "plan_fgd" or teacher.startswith(PLAN)):
+        from vte.openb import lookahead
+        for setting in ("candidates", "futures", "horizon"):
+            value = getattr(config, "plan_" + setting, None)
+            try:
+                if value is not None:
+                    lookahead.check_settings(**{**lookahead.DEFAULTS, setting: value})
+            except ValueError as err:     # "<setting>=<value> is invalid: allowed ..."
+                raise flag_error("plan_" + setting, value,
+                                 str(err).split("allowed ", 1)[-1]) from None
     if teacher is not None and teacher.startswith(PLAN):
         try:
             teacher_action(teacher, config)
@@ -185,18 +195,34 @@ def learned_policy(run_dir: str, num_models: int):
         raise ValueError(f"{run_dir!r}: {err}") from None
 
 
+def plan_settings(config) -> dict:
+    """The planning teacher's settings, `lookahead.planner`'s keywords: the run's
+    `--plan-candidates`, `--plan-futures` and `--plan-horizon`, the planner's defaults
+    (`lookahead.DEFAULTS`) where a run leaves one unset (or predates them). ValueError from
+    `lookahead.check_settings` on a value out of range."""
+    from vte.openb import lookahead
+    values = [getattr(config, "plan_" + k, None) for k in ("candidates", "futures", "horizon")]
+    k, m, h, _ = lookahead.check_settings(
+        *(lookahead.DEFAULTS[n] if v is None else v
+          for n, v in zip(("candidates", "futures", "horizon"), values)), 0.0)
+    return {"candidates": k, "futures": m, "horizon": h}
+
+
 def teacher_action(name: str, config):
-    """The action of a teacher `plan:<base>` (`--teacher`), `(key, state, params) ->
-    action`: the lookahead planner (`lookahead.planner`, `python -m vte.openb`'s default
-    settings) over `base`, a published policy or an OpenB run directory, whose network is
+    """The action of a teacher built from the run's configuration, `(key, state, params)
+    -> action`, or None for a teacher that is one of `policies()` as it stands: `plan_fgd`
+    and `plan:<base>`, the lookahead planner (`lookahead.planner`, with `plan_settings`)
+    over FGD or over `base`, a published policy or an OpenB run directory, whose network is
     loaded once and held fixed (expert iteration: the planner over the last round's
     network labels the next round). ValueError when `base` is neither."""
     import os
 
     from vte.openb.lookahead import planner
     from vte.openb.policies import POLICIES
+    if name == "plan_fgd":
+        return oenv.policy_action(planner(POLICIES["fgd"], **plan_settings(config)))
     if not name.startswith(PLAN):
-        raise ValueError(f"teacher {name!r} does not start with {PLAN!r}")
+        return None
     base = name[len(PLAN):]
     if base in POLICIES:
         policy = POLICIES[base]
@@ -204,7 +230,7 @@ def teacher_action(name: str, config):
         policy = learned_policy(base, max(len(load_node_table(config.nodes).models), 1))
     else:
         raise ValueError(f"{base!r} is neither a published policy nor a directory")
-    return oenv.policy_action(planner(policy))
+    return oenv.policy_action(planner(policy, **plan_settings(config)))
 
 
 def observed_policies() -> dict:
