@@ -21,13 +21,16 @@ a shared machine falls on all of them alike; each figure is the median over `--r
   condition that never changes the action): the environment and its observation.
 - **RL loop**: the same rollout with `vte.step`'s whole observation read by a linear
   policy (the node features times a fixed vector, plus the request's, as logits) and the
-  action sampled from a categorical over the action mask (`jax.random.categorical`, one
-  key per environment): everything an agent's loop does except its network.
+  action sampled from a categorical over the action mask (`vte.rng.categorical`, one key
+  per environment): everything an agent's loop does except its network.
+- **RL loop, JAX's sampler**: the same with `jax.random.categorical` (a Gumbel-max: a
+  threefry number and two logarithms per action, where `vte.rng.categorical` draws one
+  uniform per decision from the hash the kernel and `vte.step` draw from).
 
-Prints decisions/s of each, the ratios loop / kernel and environment / kernel, and the
-loop's microseconds per decision split into the step (environment), the observation
-(observed - environment) and the policy (RL loop - observed); `--json` writes them with the
-machine and the per-round seconds.
+Prints decisions/s of each, the ratios loop / kernel (with either sampler) and environment
+/ kernel, and the loop's microseconds per decision split into the step (environment), the
+observation (observed - environment) and the policy (RL loop - observed); `--json` writes
+them with the machine and the per-round seconds.
 """
 
 from __future__ import annotations
@@ -105,9 +108,10 @@ def reading_policy(key, obs, params):
     return random_valid_action(key, obs.action_mask) + (total > 1e30).astype(jnp.int32)
 
 
-def linear_policy(params: vte.EnvParams):
+def linear_policy(params: vte.EnvParams, sample=vte.rng.categorical):
     """policy(key, obs, params) -> action: logits from the whole observation by fixed
-    vectors (node features and the request's), sampled over the action mask."""
+    vectors (node features and the request's), sampled over the action mask by
+    `sample(key, masked logits)` (`vte.rng.categorical` or `jax.random.categorical`)."""
     obs, _ = vte.reset(jax.random.PRNGKey(0), params)
     kn, kr = jax.random.split(jax.random.PRNGKey(1))
     w_node = jax.random.normal(kn, obs.nodes.shape[-1:])
@@ -117,7 +121,7 @@ def linear_policy(params: vte.EnvParams):
         node_logits = obs.nodes @ w_node
         logits = jnp.concatenate([node_logits, jnp.zeros((1,))]) + obs.request @ w_req
         logits = logits + jnp.sum(obs.queue) + jnp.sum(obs.weights) + obs.progress
-        return jax.random.categorical(key, jnp.where(obs.action_mask, logits, -jnp.inf))
+        return sample(key, jnp.where(obs.action_mask, logits, -jnp.inf)).astype(jnp.int32)
 
     return policy
 
@@ -153,6 +157,8 @@ def main(argv=None) -> dict:
         "environment": (make_rollout(params, e, steps), (state, obs.action_mask)),
         "observed": (make_rollout(params, e, steps, reading_policy), (state, obs)),
         "rl_loop": (make_rollout(params, e, steps, linear_policy(params)), (state, obs)),
+        "rl_loop_jax": (make_rollout(params, e, steps,
+                                     linear_policy(params, jax.random.categorical)), (state, obs)),
     }
     carries, compiled, compile_s = {}, {}, {}
     for name, (fn, carry) in programs.items():
@@ -187,17 +193,20 @@ def main(argv=None) -> dict:
         "num_envs": e, "num_nodes": n, "steps": steps, "rounds": args.rounds,
         "decisions_per_s": rate, "compile_s": compile_s, "round_s": seconds,
         "loop_over_kernel": rate["rl_loop"] / rate["kernel"],
+        "loop_jax_sampler_over_kernel": rate["rl_loop_jax"] / rate["kernel"],
         "environment_over_kernel": rate["environment"] / rate["kernel"],
         "machine": machine(),
     }
     for name in programs:
         print(f"{name:12s} {rate[name]:>12,.0f} decisions/s   (compiled in {compile_s[name]:.1f} s)")
-    print(f"RL loop / kernel     {result['loop_over_kernel']:.3f}")
+    print(f"RL loop / kernel     {result['loop_over_kernel']:.3f}   (JAX's sampler: "
+          f"{result['loop_jax_sampler_over_kernel']:.3f})")
     print(f"environment / kernel {result['environment_over_kernel']:.3f}")
     # Where the loop's time goes, per decision: the step, the observation, the policy.
     per = {name: 1e6 / rate[name] for name in programs}
     shares = {"step": per["environment"], "observation": per["observed"] - per["environment"],
-              "policy": per["rl_loop"] - per["observed"]}
+              "policy": per["rl_loop"] - per["observed"],
+              "policy, JAX's sampler": per["rl_loop_jax"] - per["observed"]}
     result["loop_us_per_decision"] = shares
     print("RL loop per decision: " + ", ".join(f"{k} {v:.2f} us" for k, v in shares.items()))
     if args.json:

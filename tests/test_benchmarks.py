@@ -364,12 +364,16 @@ def test_kernel_compares_the_rl_loop_with_a_minimal_kernel_in_one_process(tmp_pa
     result = kernel.main(["--num-envs", "2", "--num-nodes", "8", "--steps", "2",
                           "--rounds", "2", "--json", str(out)])
     saved = json.loads(out.read_text())
-    assert set(saved["decisions_per_s"]) == {"kernel", "environment", "observed", "rl_loop"}
-    assert set(saved["loop_us_per_decision"]) == {"step", "observation", "policy"}
+    assert set(saved["decisions_per_s"]) == {"kernel", "environment", "observed", "rl_loop",
+                                             "rl_loop_jax"}
+    assert set(saved["loop_us_per_decision"]) == {"step", "observation", "policy",
+                                                  "policy, JAX's sampler"}
     for name, rate in saved["decisions_per_s"].items():
         assert rate > 0 and len(saved["round_s"][name]) == 2 and saved["compile_s"][name] > 0
     rate = saved["decisions_per_s"]
     assert saved["loop_over_kernel"] == pytest.approx(rate["rl_loop"] / rate["kernel"])
+    assert saved["loop_jax_sampler_over_kernel"] == pytest.approx(rate["rl_loop_jax"]
+                                                                  / rate["kernel"])
     assert saved["environment_over_kernel"] == result["environment_over_kernel"]
     printed = capsys.readouterr().out
     assert f"RL loop / kernel     {saved['loop_over_kernel']:.3f}" in printed

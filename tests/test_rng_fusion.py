@@ -52,6 +52,40 @@ def test_words_are_deterministic_and_work_under_jit_and_vmap():
 TREE = {"a": jnp.arange(6.0).reshape(2, 3), "b": jnp.asarray([1, 2, 3], jnp.int32)}
 
 
+def test_categorical_draws_the_softmax_and_never_a_masked_action():
+    """`rng.categorical`: the frequencies of softmax(logits) (a chi-square test), no draw
+    of a -inf logit, one row per key under vmap, deterministic per key, and the documented
+    edges (a single allowed action; every action masked: 0, as jax.random.categorical)."""
+    logits = jnp.asarray([[0.0, 1.0, -jnp.inf, 2.0, -1.0, -jnp.inf],
+                          [-jnp.inf, -jnp.inf, -jnp.inf, 5.0, -jnp.inf, -jnp.inf],
+                          [-jnp.inf] * 6,
+                          [30.0, -30.0, 0.0, 29.0, 10.0, 30.0]], jnp.float32)
+    n = 100_000
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    draws = np.asarray(jax.jit(jax.vmap(rng.categorical, in_axes=(0, None)))(keys, logits))
+    assert draws.shape == (n, 4) and draws.dtype == np.int32
+    for row in (0, 3):
+        probs = np.asarray(jax.nn.softmax(logits[row]), np.float64)
+        counts = np.bincount(draws[:, row], minlength=6)
+        assert counts[probs == 0].sum() == 0, (row, counts)
+        seen = probs > 1e-3
+        assert counts[~seen].sum() <= 5                      # e^-30 and e^-20 of the total
+        expected = probs[seen] / probs[seen].sum() * counts[seen].sum()
+        expected *= counts[seen].sum() / expected.sum()            # float64 rounding
+        assert stats.chisquare(counts[seen], expected).pvalue > 1e-3, (row, counts)
+    assert (draws[:, 1] == 3).all() and (draws[:, 2] == 0).all()
+    # A batch of logits under one key: one uniform per row, rows drawn independently.
+    batch = jnp.tile(logits[:1], (n, 1))
+    one_key = np.asarray(jax.jit(rng.categorical)(jax.random.PRNGKey(1), batch))
+    counts = np.bincount(one_key, minlength=6)
+    probs = np.asarray(jax.nn.softmax(logits[0]), np.float64)
+    assert counts[probs == 0].sum() == 0
+    expected = probs[probs > 0] / probs[probs > 0].sum() * n
+    assert stats.chisquare(counts[probs > 0], expected * n / expected.sum()).pvalue > 1e-3
+    np.testing.assert_array_equal(one_key, rng.categorical(jax.random.PRNGKey(1), batch))
+    assert not np.array_equal(one_key, rng.categorical(jax.random.PRNGKey(2), batch))
+
+
 def test_materialize_is_the_identity_under_jit_vmap_and_nested_vmap():
     def f(tree):
         out = fusion.materialize(jax.tree_util.tree_map(lambda x: x * 2, tree))

@@ -41,6 +41,7 @@ STEP_NODES = 0x11      # step: failures, repairs and the background load's next 
 STEP_ARRIVALS = 0x22   # step: how many requests arrive
 STEP_REQUESTS = 0x33   # step: the arriving requests
 STEP_TWIN = 0x7417     # step: which nodes report, and the twin's noise
+SAMPLE = 0x5A3         # `categorical`: an agent's action
 
 def hash32(x: jax.Array) -> jax.Array:
     """lowbias32 integer hash, uint32 -> uint32, a bijection with good avalanche."""
@@ -91,3 +92,27 @@ def unit_noise(w: jax.Array) -> jax.Array:
 def seed_from_key(key: jax.Array) -> jax.Array:
     """(2,) uint32, a 64-bit seed drawn from a JAX key (raw or typed), for `words`."""
     return jax.random.bits(key, (2,), jnp.uint32)
+
+
+def categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
+    """A sample of softmax(`logits`) over the last axis, by its inverse cumulative
+    distribution: one uniform (24 bits, `key_words`) per sample instead of the Gumbel-max
+    of `jax.random.categorical`, which draws a number and takes two logarithms per action.
+
+    logits: (..., A) float, finite or -inf (-inf: never drawn; mask actions with
+    `jnp.where(mask, logits, -jnp.inf)`); key: a JAX key (raw or typed). Returns (...)
+    int32 in [0, A). The same distribution as `jax.random.categorical` up to float32
+    rounding (an action whose probability is below ~1e-7 of the total may never be drawn),
+    not the same draws. Every sample is an action of finite logit: where rounding would
+    give another, the sample is the most likely action; with every logit -inf, 0 (as
+    `jax.random.categorical`). Deterministic per key; under vmap give each row its own key.
+    """
+    logits = jnp.asarray(logits, jnp.float32)
+    u = to_uniform(key_words(key, SAMPLE, logits.shape[:-1]))
+    top = jnp.max(logits, axis=-1, keepdims=True)
+    p = jnp.exp(logits - jnp.where(jnp.isfinite(top), top, 0.0))
+    cum = jnp.cumsum(p, axis=-1)
+    hit = (cum > u[..., None] * cum[..., -1:]) & (p > 0)
+    mode = jnp.argmax(p >= 1.0, axis=-1)   # p = 1 exactly at the largest logit; a boolean
+    #                                        argmax costs a fraction of a float one on a CPU
+    return jnp.where(jnp.any(hit, axis=-1), jnp.argmax(hit, axis=-1), mode).astype(jnp.int32)
