@@ -337,9 +337,18 @@ def test_the_lookahead_teacher_labels_a_state_with_the_planners_node(trace_files
     settings = ["--plan-candidates", "3", "--plan-futures", "2", "--plan-horizon", "5"]
     config = ImitateConfig.from_args(tiny(trace_files, 5) + ["--teacher", "plan_fgd"] + settings)
     assert plan_settings(config) == {"candidates": 3, "futures": 2, "horizon": 5}
-    assert plan_settings(ImitateConfig.from_args(tiny(trace_files) + ["--teacher", "plan:fgd"])) \
-        == {k: lookahead.DEFAULTS[k] for k in ("candidates", "futures", "horizon")}
     assert ImitateConfig.from_dict(config.to_dict()) == config
+    # Unset, the planner's defaults, recorded in config.json; a planning run saved before
+    # the flags existed loads with the settings it used, whatever the defaults become.
+    default = ImitateConfig.from_args(tiny(trace_files) + ["--teacher", "plan:fgd"])
+    assert default.to_dict()["plan_horizon"] == lookahead.DEFAULTS["horizon"]
+    older = {k: v for k, v in default.to_dict().items() if not k.startswith("plan_")}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(lookahead.DEFAULTS, "horizon", 16)
+        assert ImitateConfig.from_args(tiny(trace_files) + ["--teacher", "plan:fgd"]
+                                       ).plan_horizon == 16
+        assert ImitateConfig.from_dict(older).plan_horizon == 8
+    assert ImitateConfig.from_args(tiny(trace_files) + ["--teacher", "fgd"]).plan_horizon is None
     env = make_env(config)
     params = env.params
     plan = lookahead.planner(policies.fgd, candidates=3, futures=2, horizon=5)

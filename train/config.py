@@ -33,6 +33,9 @@ ENVS = registry.flags()          # the --env names of the registered environment
 MINIBATCH = 128
 MIN_DISTILL_TEMP = 1e-6   # cost units; below it the teacher's softmax is a float32 argmax
 PLAN_FIELDS = ("plan_candidates", "plan_futures", "plan_horizon")   # a planning teacher's
+# The settings every planning teacher used before the --plan-* flags existed: a run saved
+# then loads with these, whatever the planner's defaults become.
+PLAN_BEFORE_FLAGS = {"plan_candidates": 4, "plan_futures": 8, "plan_horizon": 8}
 # Fields that runs saved before they existed lack, with the value those runs used (the
 # environments' own flags: their registrations' `defaults`).
 ADDED_LATER = {"env": "synthetic", "teacher": "optimal", "distill_temp": 0.0,
@@ -259,6 +262,11 @@ class TrainConfig:
                 missing.append(f"env.{key}" if inside else key)
         if missing:
             raise KeyError(", ".join(sorted(missing)))
+        if "plan_candidates" in kwargs and "plan_candidates" not in config:
+            reg = registry.registration(env["name"])
+            probe = argparse.Namespace(teacher=kwargs.get("teacher"))
+            if reg.plan_settings is not None and reg.plan_settings(probe) is not None:
+                kwargs.update(PLAN_BEFORE_FLAGS)     # a planning run saved before the flags
         return cls(**kwargs)
 
     # ------------------------------------------------------------------ command line
@@ -399,14 +407,14 @@ class ImitateConfig(TrainConfig):
                                group="algorithm")
     plan_candidates: int | None = flag(
         None, "a planning teacher (--teacher plan_fgd or plan:<base>): the base policy's best "
-        "nodes compared at each decision; default: the planner's own (python -m vte.openb's "
-        "--plan-candidates)", low=1, group="algorithm")
+        "nodes compared at each decision, 1..64; default: the planner's own (python -m "
+        "vte.openb's --plan-candidates)", low=1, group="algorithm")
     plan_futures: int | None = flag(
-        None, "a planning teacher: sampled futures per candidate; default: the planner's own",
-        low=1, group="algorithm")
+        None, "a planning teacher: sampled futures per candidate, 1..256; default: the "
+        "planner's own", low=1, group="algorithm")
     plan_horizon: int | None = flag(
-        None, "a planning teacher: pods per future; default: the planner's own", low=1,
-        group="algorithm")
+        None, "a planning teacher: pods per future, 1..4096; default: the planner's own",
+        low=1, group="algorithm")
     distill_temp: float = flag(0.02, "temperature of the distilled cost ranking: the loss "
                                "adds the cross-entropy to softmax(-cost / T) over the "
                                "feasible actions, so every node's cost teaches, not only the "
@@ -428,10 +436,12 @@ class ImitateConfig(TrainConfig):
             object.__setattr__(self, "teacher", self.registration.default_teacher
                                if self.env in ENVS else None)
         super().__post_init__()
-        planning = self.teacher is not None and (self.teacher == "plan_fgd"
-                                                 or self.teacher.startswith("plan:"))
+        reg = self.registration
+        settings = reg.plan_settings(self) if reg.plan_settings is not None else None
         for name in PLAN_FIELDS:
-            if getattr(self, name) is not None and not planning:
+            if settings is not None:         # config.json records the settings used
+                object.__setattr__(self, name, settings[name[len("plan_"):]])
+            elif getattr(self, name) is not None:
                 raise invalid(name, getattr(self, name), "no value (the planner's own) unless "
                               "the teacher plans (--env openb --teacher plan_fgd or "
                               "plan:<base>)", depends=("teacher",))

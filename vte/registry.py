@@ -80,6 +80,11 @@ class Registration:
                                          # planners, "plan_fgd" and "plan:<base>", with the
                                          # run's --plan-* settings), or None for a name
                                          # `policies()` holds as it is; None: those only
+    plan_settings: Callable[[Any], dict | None] | None = None
+                                         # config -> the settings of a planning teacher
+                                         # ({candidates, futures, horizon}, the run's
+                                         # --plan-* or the planner's defaults), None when
+                                         # the run's teacher does not plan; None: none plans
     optimum: str | None = None           # the reference policy that is the known optimum
                                          # (PPO monitors its match), None: none known
     train_reward: Callable | None = None   # (state before, reward, params) -> the reward

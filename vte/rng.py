@@ -100,7 +100,8 @@ def categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
     of `jax.random.categorical`, which draws a number and takes two logarithms per action.
 
     logits: (..., A) float, finite or -inf (-inf: never drawn; mask actions with
-    `jnp.where(mask, logits, -jnp.inf)`); key: a JAX key (raw or typed). Returns (...)
+    `jnp.where(mask, logits, -jnp.inf)`; a NaN or +inf logit gives an unspecified action,
+    not necessarily that one); key: a JAX key (raw or typed). Returns (...)
     int32 in [0, A). The same distribution as `jax.random.categorical` up to float32
     rounding (an action whose probability is below ~1e-7 of the total may never be drawn),
     not the same draws. Every sample is an action of finite logit: where rounding would

@@ -123,16 +123,7 @@ def check_config(config) -> None:
     except (TraceError, OSError, ValueError) as err:
         raise flag_error("trace", config.trace, f"{', '.join(BUNDLED_TRACES)} or the path of "
                          f"a pod file of the OpenB format ({err})") from None
-    if teacher is not None and (teacher == "plan_fgd" or teacher.startswith(PLAN)):
-        from vte.openb import lookahead
-        for setting in ("candidates", "futures", "horizon"):
-            value = getattr(config, "plan_" + setting, None)
-            try:
-                if value is not None:
-                    lookahead.check_settings(**{**lookahead.DEFAULTS, setting: value})
-            except ValueError as err:     # "<setting>=<value> is invalid: allowed ..."
-                raise flag_error("plan_" + setting, value,
-                                 str(err).split("allowed ", 1)[-1]) from None
+    plan_settings(config)        # the planning teacher's settings, before it is built
     if teacher is not None and teacher.startswith(PLAN):
         try:
             teacher_action(teacher, config)
@@ -195,17 +186,37 @@ def learned_policy(run_dir: str, num_models: int):
         raise ValueError(f"{run_dir!r}: {err}") from None
 
 
-def plan_settings(config) -> dict:
-    """The planning teacher's settings, `lookahead.planner`'s keywords: the run's
-    `--plan-candidates`, `--plan-futures` and `--plan-horizon`, the planner's defaults
-    (`lookahead.DEFAULTS`) where a run leaves one unset (or predates them). ValueError from
-    `lookahead.check_settings` on a value out of range."""
+def plans(teacher: str | None) -> bool:
+    """Whether the teacher is the lookahead planner (`plan_fgd`, `plan:<base>`), the one
+    that takes `--plan-candidates`, `--plan-futures` and `--plan-horizon`."""
+    return teacher is not None and (teacher == "plan_fgd" or teacher.startswith(PLAN))
+
+
+def plan_settings(config) -> dict | None:
+    """The planning teacher's settings, `lookahead.planner`'s keywords {candidates,
+    futures, horizon}: the run's `--plan-*`, the planner's defaults (`lookahead.DEFAULTS`)
+    where one is unset; None when the run's teacher does not plan (`plans`).
+    `Registration.plan_settings`: the trainer's configuration stores what this returns.
+    A FlagError naming the flag on a value out of the planner's range."""
+    if not plans(getattr(config, "teacher", None)):
+        return None
+    return _plan_settings(config)
+
+
+def _plan_settings(config) -> dict:
     from vte.openb import lookahead
-    values = [getattr(config, "plan_" + k, None) for k in ("candidates", "futures", "horizon")]
-    k, m, h, _ = lookahead.check_settings(
-        *(lookahead.DEFAULTS[n] if v is None else v
-          for n, v in zip(("candidates", "futures", "horizon"), values)), 0.0)
-    return {"candidates": k, "futures": m, "horizon": h}
+    out = {}
+    for setting in ("candidates", "futures", "horizon"):
+        value = getattr(config, "plan_" + setting, None)
+        if value is None:
+            value = lookahead.DEFAULTS[setting]
+        try:
+            lookahead.check_settings(**{**lookahead.DEFAULTS, setting: value})
+        except ValueError as err:     # "<setting>=<value> is invalid: allowed ..."
+            raise flag_error("plan_" + setting, value,
+                             str(err).split("allowed ", 1)[-1]) from None
+        out[setting] = int(value)
+    return out
 
 
 def teacher_action(name: str, config):
@@ -220,7 +231,7 @@ def teacher_action(name: str, config):
     from vte.openb.lookahead import planner
     from vte.openb.policies import POLICIES
     if name == "plan_fgd":
-        return oenv.policy_action(planner(POLICIES["fgd"], **plan_settings(config)))
+        return oenv.policy_action(planner(POLICIES["fgd"], **_plan_settings(config)))
     if not name.startswith(PLAN):
         return None
     base = name[len(PLAN):]
@@ -230,7 +241,7 @@ def teacher_action(name: str, config):
         policy = learned_policy(base, max(len(load_node_table(config.nodes).models), 1))
     else:
         raise ValueError(f"{base!r} is neither a published policy nor a directory")
-    return oenv.policy_action(planner(policy, **plan_settings(config)))
+    return oenv.policy_action(planner(policy, **_plan_settings(config)))
 
 
 def observed_policies() -> dict:
@@ -346,7 +357,7 @@ REGISTRATION = Registration(
     make=make, config_keys=CONFIG_KEYS, check_config=check_config, run_params=run_params,
     network=network, policies=policies, observed_policies=observed_policies,
     default_policy="fgd", teachers=TEACHERS, default_teacher="fgd",
-    teacher_action=teacher_action,
+    teacher_action=teacher_action, plan_settings=plan_settings,
     metrics=metrics, curves=CURVES, evaluate=evaluate, load_policy=load_policy,
     as_action=as_action, run_make=run_make, train_reward=train_reward, render=render, decice=False, init_check=init_check,
     evaluate_main="vte.openb.__main__",
