@@ -398,6 +398,32 @@ def test_the_kernel_decision_is_best_fit_and_defers_when_nothing_fits():
     assert int(node) == 3     # nothing fits: defer
 
 
+def test_plan_subclusters_replays_the_same_first_episodes_under_every_policy(tmp_path, capsys):
+    """FGD, the planner and a shipped network on the same small sub-cluster episodes: each
+    row's difference from FGD is its allocation minus FGD's, episode by episode; an episode
+    cut short by --steps is an error that says to raise it."""
+    from benchmarks import plan_subclusters
+    out = tmp_path / "sub.json"
+    run = "train/results/openb_distilled_netplan"
+    argv = ["--num-nodes", "4", "--episodes", "2", "--horizons", "2", "--runs", run]
+    result = plan_subclusters.main(argv + ["--steps", "400", "--json", str(out)])
+    rows = result["policies"]
+    assert list(rows) == ["fgd", "plan:fgd@2", run]
+    fgd = np.asarray(rows["fgd"]["alloc_end"])
+    assert rows["fgd"]["minus_fgd"] == 0.0 and rows["fgd"]["better"] == 0
+    for row in rows.values():
+        alloc = np.asarray(row["alloc_end"])
+        assert alloc.shape == (2,) and ((alloc > 0) & (alloc <= 100)).all()
+        assert row["minus_fgd"] == pytest.approx(float(np.mean(alloc - fgd)), abs=1e-5)
+        assert row["better"] == int((alloc > fgd).sum())
+    assert json.loads(out.read_text()) == result
+    assert "2 first episodes of 4-node sub-clusters of default" in capsys.readouterr().out
+    with pytest.raises(RuntimeError, match="did not end within --steps 3; raise it"):
+        plan_subclusters.main(argv[:4] + ["--horizons", "", "--steps", "3"])
+    with pytest.raises(SystemExit):
+        plan_subclusters.main(["--horizons", "8,x"])
+
+
 def test_plan_agreement_labels_each_state_twice_by_the_planner_and_once_by_fgd(tmp_path, capsys):
     from benchmarks import plan_agreement
     out = tmp_path / "agree.json"
