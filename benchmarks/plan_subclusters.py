@@ -36,10 +36,11 @@ from vte.files import atomic_write_text, check_output_path  # noqa: E402
 from vte.openb.registration import TRAIN_SEED0, learned_policy  # noqa: E402
 
 
-def first_episodes(policy, env, params, episodes: int, steps: int, seed: int = 0):
+def first_episodes(policy, env, params, episodes: int, seed: int = 0):
     """(episodes, 2) float: GPU allocation (%) and failed pods at the end of each
-    environment's first episode under `policy`, and (episodes,) bool: whether it ended
-    within `steps` decisions."""
+    environment's first episode under `policy`, and (episodes,) bool: whether it ended.
+    Each environment takes `params.max_steps_in_episode` decisions, the bank's longest
+    workload, so every first episode ends (an episode ends with its workload's last pod)."""
     act = oenv.policy_action(policy)
 
     def one(key):
@@ -53,14 +54,15 @@ def first_episodes(policy, env, params, episodes: int, steps: int, seed: int = 0
             return (state, jnp.where(done, end, got), ended | done), None
 
         (_, got, ended), _ = jax.lax.scan(body, (state, jnp.zeros(2), jnp.bool_(False)),
-                                          jax.random.split(jax.random.fold_in(key, 1), steps))
+                                          jax.random.split(jax.random.fold_in(key, 1),
+                                                           params.max_steps_in_episode))
         return got, ended
     keys = jax.random.split(jax.random.key(seed), episodes)
     got, ended = jax.jit(jax.vmap(one))(keys)
     return np.asarray(got), np.asarray(ended)
 
 
-def compare(pods: str = "default", num_nodes: int = 64, episodes: int = 16, steps: int = 1500,
+def compare(pods: str = "default", num_nodes: int = 64, episodes: int = 16,
             horizons: tuple[int, ...] = (8, 32), runs: tuple[str, ...] = (), seed: int = 0,
             nodes: str | None = None) -> dict:
     """The figures `main` prints, per policy: first-episode allocation and failed pods, and
@@ -71,14 +73,15 @@ def compare(pods: str = "default", num_nodes: int = 64, episodes: int = 16, step
     policies = {"fgd": POLICIES["fgd"]}
     policies.update({f"plan:fgd@{h}": planner(POLICIES["fgd"], horizon=h) for h in horizons})
     policies.update({run: learned_policy(run, params.num_models) for run in runs})
-    out = {"pods": pods, "num_nodes": num_nodes, "episodes": episodes, "steps": steps,
+    out = {"pods": pods, "num_nodes": num_nodes, "episodes": episodes,
+           "steps": params.max_steps_in_episode,
            "policies": {}}
     for name, policy in policies.items():
         t0 = time.perf_counter()
-        got, ended = first_episodes(policy, env, params, episodes, steps, seed)
-        if not ended.all():
-            raise RuntimeError(f"{name}: {int((~ended).sum())} of {episodes} episodes did not "
-                               f"end within --steps {steps}; raise it")
+        got, ended = first_episodes(policy, env, params, episodes, seed)
+        if not ended.all():      # every workload ends within the bank's longest
+            raise RuntimeError(f"{name}: {int((~ended).sum())} of {episodes} first episodes "
+                               f"did not end within {params.max_steps_in_episode} decisions")
         out["policies"][name] = {"alloc_end": got[:, 0].tolist(), "failed": got[:, 1].tolist(),
                                  "seconds": time.perf_counter() - t0}
     fgd = np.asarray(out["policies"]["fgd"]["alloc_end"])
@@ -97,14 +100,13 @@ def main(argv=None) -> dict:
     p.add_argument("--nodes", default=None, help="a node file (default: the GPU nodes)")
     p.add_argument("--num-nodes", type=int, default=64, help="nodes per sub-cluster")
     p.add_argument("--episodes", type=int, default=16)
-    p.add_argument("--steps", type=int, default=1500, help="decisions per episode at most")
     p.add_argument("--horizons", default="8,32", help="the planner's horizons (pods), comma-"
                    "separated; empty: no planner")
     p.add_argument("--runs", default="", help="OpenB run directories, comma-separated")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write the figures here")
     args = p.parse_args(argv)
-    for name in ("num_nodes", "episodes", "steps"):
+    for name in ("num_nodes", "episodes"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     try:
@@ -116,7 +118,7 @@ def main(argv=None) -> dict:
     runs = tuple(r for r in args.runs.split(",") if r.strip())
     if args.json:
         check_output_path(args.json, "--json")           # before any work
-    result = compare(args.pods, args.num_nodes, args.episodes, args.steps, horizons, runs,
+    result = compare(args.pods, args.num_nodes, args.episodes, horizons, runs,
                      args.seed, args.nodes)
     print(f"{args.episodes} first episodes of {args.num_nodes}-node sub-clusters of {args.pods}:")
     for name, row in result["policies"].items():
