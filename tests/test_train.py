@@ -399,15 +399,18 @@ def test_the_compilation_cache_is_on_by_default_and_can_be_moved_or_turned_off(
         assert jax.config.jax_compilation_cache_dir == run_module.DEFAULT_CACHE
         assert run_module.DEFAULT_CACHE.endswith(os.path.join("vte", "jax"))
         here = str(tmp_path / "cache")
-        run_module.parse(TINY + ["--compilation-cache", here], PPOConfig, "")
+        # An --out of its own: the default (runs/ppo) may hold a user's run, which parse
+        # refuses to overwrite.
+        tiny = TINY + ["--out", str(tmp_path / "run")]
+        run_module.parse(tiny + ["--compilation-cache", here], PPOConfig, "")
         assert jax.config.jax_compilation_cache_dir == here
         assert jax.config.jax_enable_compilation_cache
-        run_module.parse(TINY + ["--compilation-cache", "off"], PPOConfig, "")
+        run_module.parse(tiny + ["--compilation-cache", "off"], PPOConfig, "")
         assert not jax.config.jax_enable_compilation_cache
         assert run_module.use_compilation_cache(None) is None          # off stays off
         assert not jax.config.jax_enable_compilation_cache
         with pytest.raises(SystemExit):
-            run_module.parse(TINY + ["--compilation-cache="], PPOConfig, "")
+            run_module.parse(tiny + ["--compilation-cache="], PPOConfig, "")
         assert "--compilation-cache='' is invalid: allowed a directory or 'off'" in (
             capsys.readouterr().err)
     finally:
