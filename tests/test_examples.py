@@ -63,6 +63,7 @@ def test_cleanrl_style_ppo_trains_and_reports():
                                                       "--num-envs", "4", "--num-steps", "64"])
 
 
+@pytest.mark.slow   # the examples' held-out evaluation, end to end
 def test_the_baselines_play_the_same_held_out_scenarios(monkeypatch):
     """Random valid actions are worse than the best heuristic on the shared held-out
     scenarios, and the same policy scores the same."""

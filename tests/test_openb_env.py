@@ -169,6 +169,7 @@ def test_sub_clusters_scale_the_workload(trace):
         oenv.make_params(nodes, pods, seeds=[])
 
 
+@pytest.mark.slow   # a benchmark, end to end
 def test_the_environment_benchmark_runs_and_writes_its_figures(tmp_path):
     import json
     from benchmarks import openb_env as bench

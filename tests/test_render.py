@@ -72,6 +72,7 @@ SMALL_SET = ["--set", "num_nodes=8", "--set", "queue_len=4", "--set", "num_sites
              "--set", "episode_len=6"]
 
 
+@pytest.mark.slow   # the command line, end to end
 def test_cli_draws_an_episode_of_a_heuristic(tmp_path):
     out = str(tmp_path / "episode.gif")
     R.main(["--policy", "kube_default", "--out", out, "--steps", "3", "--seed", "1",
@@ -79,6 +80,7 @@ def test_cli_draws_an_episode_of_a_heuristic(tmp_path):
     assert _gif_frames(out) == (3, (R.FRAME_SHAPE[1], R.FRAME_SHAPE[0]))
 
 
+@pytest.mark.slow   # the command line, end to end
 def test_cli_draws_an_episode_of_a_trained_run(tmp_path):
     """A run directory as the trainers write it (config.json and an orbax `policy`)."""
     run = tmp_path / "run"

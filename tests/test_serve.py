@@ -369,11 +369,8 @@ def test_export_writes_requests_and_the_optimal_placements(tmp_path):
             assert len(optimal["costs"]) == len(request["tasks"])
 
 
-def test_import_vte_does_not_import_fastapi():
-    code = "import sys, vte; print('fastapi' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.strip() == "False"
+# `import vte` loads no server library: tests/test_edges.py checks fastapi and uvicorn
+# among the optional libraries.
 
 
 # --------------------------------------------------------------------------
@@ -419,6 +416,7 @@ def test_health_is_503_until_warm_and_cold_shapes_do_not_block_warm_ones():
         assert cold["r"].status_code == 201
 
 
+@pytest.mark.slow   # a process of its own, compiling without the cache
 def test_a_compiler_process_compiles_the_same_program(monkeypatch):
     from vte.serve.place import CompilerProcess
     shape = (2, 16, 4, 8)
@@ -454,6 +452,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow   # the server in a process of its own
 def test_the_server_process_binds_first_and_guards_its_connections():
     import socket
     import time
@@ -511,6 +510,7 @@ def test_the_server_process_binds_first_and_guards_its_connections():
     assert "Traceback" not in err and "ClientDisconnect" not in err
 
 
+@pytest.mark.slow   # a process of its own
 def test_help_is_readable():
     out = subprocess.run([sys.executable, "-m", "vte.serve", "--help"], capture_output=True,
                          text=True, check=True).stdout

@@ -32,5 +32,6 @@ def test_the_document_declares_the_key_and_every_error():
 @schema.parametrize()
 @settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
+@pytest.mark.slow   # 60 generated requests against the whole API
 def test_a_fuzzer_finds_nothing(case):
     case.call_and_validate(headers={API_KEY_HEADER: KEY})

@@ -40,6 +40,7 @@ def _final_params(out, seed):
     return ckpt.load_variables(out, seed=seed)["params"]
 
 
+@pytest.mark.slow   # trains PPO (the module's ppo_run)
 def test_ppo_writes_every_output(ppo_run):
     out, results = ppo_run
     for name in ("config.json", "metrics.jsonl", "learning_curve.png", "eval.json"):
@@ -60,6 +61,7 @@ def test_ppo_writes_every_output(ppo_run):
     assert results == table
 
 
+@pytest.mark.slow   # trains PPO (the module's ppo_run)
 def test_seeds_train_different_models(ppo_run):
     out, _ = ppo_run
     a, b = _final_params(out, 0), _final_params(out, 1)
@@ -87,6 +89,7 @@ def test_checkpoint_round_trips_into_a_policy(ppo_run):
         ckpt.load_variables(out, seed=2)
 
 
+@pytest.mark.slow   # trains PPO (the module's ppo_run)
 def test_a_fresh_run_refuses_an_out_that_holds_checkpoints(ppo_run, capsys):
     out, _ = ppo_run
     with pytest.raises(SystemExit):
@@ -233,6 +236,7 @@ def test_bad_flags_fail_before_any_work(argv, message, capsys, tmp_path):
     assert not os.path.exists(tmp_path / "x")
 
 
+@pytest.mark.slow   # trains PPO (the module's ppo_run)
 def test_runs_without_a_checkpoint_and_file_outs_are_refused_before_any_work(
         ppo_run, capsys, tmp_path):
     """A run directory that never saved a checkpoint (stopped before its first one) can
@@ -361,6 +365,7 @@ def test_damaged_checkpoints_are_named_and_the_newest_good_one_is_used(ppo_run, 
     assert "error:" in str(exc.value.code) and "no usable checkpoint" in str(exc.value.code)
 
 
+@pytest.mark.slow   # trains PPO (the module's ppo_run)
 def test_a_damaged_config_is_one_clear_error(ppo_run, capsys, tmp_path):
     run = _copy_run(ppo_run[0], tmp_path / "run")
     with open(os.path.join(run, "config.json"), "r+") as f:
@@ -372,6 +377,7 @@ def test_a_damaged_config_is_one_clear_error(ppo_run, capsys, tmp_path):
     assert exc.value.code == 2 and "config.json is damaged" in capsys.readouterr().err
 
 
+@pytest.mark.slow   # trains PPO (the module's ppo_run)
 def test_resume_refuses_flags_it_would_ignore(ppo_run, capsys):
     out, _ = ppo_run
     for argv, named in ((["--lr", "0.1"], "--lr"), (["--num-env", "4"], "--num-envs"),
