@@ -84,6 +84,23 @@ def test_categorical_draws_the_softmax_and_never_a_masked_action():
     assert stats.chisquare(counts[probs > 0], expected * n / expected.sum()).pvalue > 1e-3
     np.testing.assert_array_equal(one_key, rng.categorical(jax.random.PRNGKey(1), batch))
     assert not np.array_equal(one_key, rng.categorical(jax.random.PRNGKey(2), batch))
+    # 65 actions (64 nodes and defer), two in five masked: the prefix sums a deep tree,
+    # which rounding may leave non-decreasing by ~1e-7 of the total; the draws still
+    # follow the softmax and never take a masked action.
+    k_logit, k_mask = jax.random.split(jax.random.PRNGKey(3))
+    wide = jnp.where(jax.random.uniform(k_mask, (65,)) < 0.4, -jnp.inf,
+                     2.0 * jax.random.normal(k_logit, (65,)))
+    draws = np.asarray(jax.jit(rng.categorical)(jax.random.PRNGKey(4), jnp.tile(wide, (n, 1))))
+    probs = np.asarray(jax.nn.softmax(wide), np.float64)
+    counts = np.bincount(draws, minlength=65)
+    assert counts[probs == 0].sum() == 0
+    big = probs * n >= 5                     # the chi-square's bins, the rest pooled in one
+    assert big.sum() >= 20
+    observed, expected = counts[big], probs[big] * n
+    if probs[~big].sum() * n >= 5:
+        observed = np.append(observed, counts[~big].sum())
+        expected = np.append(expected, probs[~big].sum() * n)
+    assert stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-3
 
 
 def test_materialize_is_the_identity_under_jit_vmap_and_nested_vmap():

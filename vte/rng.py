@@ -112,8 +112,10 @@ def categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
     u = to_uniform(key_words(key, SAMPLE, logits.shape[:-1]))
     top = jnp.max(logits, axis=-1, keepdims=True)
     p = jnp.exp(logits - jnp.where(jnp.isfinite(top), top, 0.0))
-    # A tree of sums: on a CPU, `jnp.cumsum` lowers to a reduce-window 2.4x slower
-    # (4096 x 65, measured); the same prefix sums up to float32 rounding.
+    # A tree of sums: on a CPU `jnp.cumsum` lowers to a reduce-window, 1.3-2.7x slower
+    # alone at 4096 x 65 (benchmarks/RESULTS.md). The same prefix sums up to float32
+    # rounding, which may leave them decreasing by ~1e-7 of the total: nothing below
+    # relies on their order (a hit needs p > 0; with no hit, the most likely action).
     cum = jax.lax.associative_scan(jnp.add, p, axis=-1)
     hit = (cum > u[..., None] * cum[..., -1:]) & (p > 0)
     mode = jnp.argmax(p >= 1.0, axis=-1)   # p = 1 exactly at the largest logit; a boolean
