@@ -85,8 +85,8 @@ def test_categorical_draws_the_softmax_and_never_a_masked_action():
     np.testing.assert_array_equal(one_key, rng.categorical(jax.random.PRNGKey(1), batch))
     assert not np.array_equal(one_key, rng.categorical(jax.random.PRNGKey(2), batch))
     # 65 actions (64 nodes and defer), two in five masked: the prefix sums a deep tree,
-    # which rounding may leave non-decreasing by ~1e-7 of the total; the draws still
-    # follow the softmax and never take a masked action.
+    # whose rounding may leave them decreasing by up to ~1e-7 of the total; the draws
+    # still follow the softmax and never take a masked action.
     k_logit, k_mask = jax.random.split(jax.random.PRNGKey(3))
     wide = jnp.where(jax.random.uniform(k_mask, (65,)) < 0.4, -jnp.inf,
                      2.0 * jax.random.normal(k_logit, (65,)))
