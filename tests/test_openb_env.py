@@ -169,6 +169,62 @@ def test_sub_clusters_scale_the_workload(trace):
         oenv.make_params(nodes, pods, seeds=[])
 
 
+def shared_pods(tmp_path, nodes, count=40, seed=9):
+    """A second pod file for the small trace's nodes, of GPU-sharing pods mostly (as
+    gpushare100 differs from `default`): other typical pods, some shapes in common."""
+    from tests.test_openb import POD_HEADER, write
+    from vte import openb
+    rng = np.random.default_rng(seed)
+    rows = [(f"s{i:03d}", int(rng.choice([1000, 4000])), 1024, 1,
+             int(rng.choice([250, 500, 500, 1000])), "") for i in range(count)]
+    return openb.load_pods(write(tmp_path, "shared.csv", POD_HEADER, rows), nodes)
+
+
+def test_a_bank_of_several_traces_gives_each_workload_its_own_typical_pods(trace, tmp_path):
+    """Workloads of two traces in one bank: each runs as in a bank of its trace alone (FGD's
+    gain, the observation, the FGD episode and the replay on that trace's typical pods,
+    bit for bit), and the planner's futures never draw the other trace's shapes."""
+    from vte.openb import cluster, lookahead
+    nodes, pods = trace
+    other = shared_pods(tmp_path, nodes)
+    seeds = [5, 6]
+    mixed = oenv.make_params(nodes, [pods, other], seeds=seeds)
+    own = workload.typical_pods(pods), workload.typical_pods(other)
+    union, counts = workload.typical_union([pods, other])
+    k = int(union.prob.shape[0])
+    assert mixed.num_workloads == 4 and mixed.typical_weight.shape == (4, k)
+    assert k < int(own[0].prob.shape[0]) + int(own[1].prob.shape[0])       # shared shapes
+    np.testing.assert_array_equal(np.asarray(mixed.typical_weight), np.repeat(counts, 2, axis=0))
+    assert (counts > 0).sum(axis=1).tolist() == [int(t.prob.shape[0]) for t in own]
+    act = jax.jit(oenv.policy_action(policies.POLICIES["fgd"]))
+    for w in range(4):
+        table, typical, seed = (pods, other)[w // 2], own[w // 2], seeds[w % 2]
+        spec = cluster.make_spec(nodes, typical)
+        np.testing.assert_allclose(np.asarray(mixed.empty_frag[w]), np.asarray(
+            cluster.empty_state(spec, np.zeros(len(nodes), np.int32)).frag), rtol=1e-6)
+        state = oenv.reset_state(jax.random.PRNGKey(0), mixed)
+        state = state.replace(workload=jnp.int32(w), cluster=oenv._episode_nodes(mixed, w),
+                              nodes=cluster.empty_state(oenv._episode_nodes(mixed, w),
+                                                        mixed.ranks[w], mixed.empty_frag[w]))
+        used = []
+        for t in range(int(mixed.length[w])):
+            pod = oenv.current_pod(state, mixed)
+            np.testing.assert_array_equal(                       # FGD's gain on its own shapes
+                np.asarray(policies.fgd_gain(state.nodes, pod, state.cluster)[0]),
+                np.asarray(policies.fgd_gain(state.nodes, pod, spec)[0]))
+            a = act(jax.random.PRNGKey(t), state, mixed)
+            _, state, _, _, _, info = STEP_ENV(jax.random.PRNGKey(t), state, a, mixed)
+            used.append(int(info["used_milli"]))
+        works = workload.build_workload(table, nodes, seed, 1.3)
+        log = simulator.replay(policies.POLICIES["fgd"], spec, workload.pod_arrays(table, [works]),
+                               works.rank[None], jax.random.PRNGKey(0)[None], chunk=64)
+        np.testing.assert_array_equal(np.asarray(used), log.used[0])
+        drawn = np.asarray(lookahead.sample_shapes(jax.random.PRNGKey(w), state.cluster, 64, 8))
+        assert set(np.unique(drawn)) <= set(np.flatnonzero(counts[w // 2]))
+    with pytest.raises(ValueError, match=r"pods=\[\] is invalid: allowed a PodTable"):
+        oenv.make_params(nodes, [], seeds=[1])
+
+
 @pytest.mark.slow   # a benchmark, end to end
 def test_the_environment_benchmark_runs_and_writes_its_figures(tmp_path):
     import json

@@ -215,10 +215,39 @@ def test_the_replay_command_refuses_synthetic_runs_and_other_node_files(imitatio
         openb_main(["--policies", "fgd,not_a_policy_or_dir", "--no-progress"])
 
 
+def test_a_comma_joined_trace_trains_one_bank_of_each_trace(trace_files, tmp_path):
+    """`--trace A,B`: the training bank holds `--workloads` workloads of each trace, each with
+    its own trace's typical pods; `vte.make` takes the same list; the evaluation files."""
+    import types
+    from tests.test_openb_env import shared_pods
+    from vte.openb import registration, workload
+    node_file, pod_file = trace_files
+    nodes = vte.openb.load_nodes(node_file)
+    other = tmp_path / "other"
+    other.mkdir()
+    shared = shared_pods(other, nodes)
+    config = types.SimpleNamespace(trace=f"{pod_file}, {shared.path}", nodes=node_file,
+                                   workloads=3, tune=1.3, num_nodes=4, power_weight=(0.0, 0.0),
+                                   frag_shaping=0.0)
+    _, params = registration.run_params(config, train=True)
+    assert params.num_workloads == 6 and params.num_nodes == 4
+    _, counts = workload.typical_union([vte.openb.load_pods(pod_file, nodes), shared])
+    np.testing.assert_array_equal(np.asarray(params.typical_weight), np.repeat(counts, 3, axis=0))
+    _, made = vte.make("OpenB-v0", pods=config.trace, nodes=node_file, seeds=[1], subset=4)
+    np.testing.assert_array_equal(np.asarray(made.typical_weight), counts)
+    assert [registration.eval_file(t, i) for i, t in enumerate(
+        registration.trace_names(config.trace))] == ["eval.json", "eval_shared.json"]
+    assert registration.run_make({"env": {"trace": config.trace}})["pods"] == pod_file
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--env", "openb", "--teacher", "optimal"], "--teacher='optimal' is invalid: allowed one of random, dot_product"),
     (["--teacher", "fgd"], "--teacher='fgd' is invalid: allowed optimal with --env synthetic"),
     (["--env", "openb", "--teacher", "fgd", "--trace", "nope"], "--trace='nope' is invalid"),
+    (["--env", "openb", "--teacher", "fgd", "--trace", "default,nope"],
+     "pod file 'nope' does not exist"),
+    (["--env", "openb", "--teacher", "fgd", "--trace", "default,"],
+     "allowed one pod file or several joined by commas, none empty"),
     (["--env", "openb", "--teacher", "fgd", "--nodes", "nope"], "--nodes='nope' is invalid"),
     (["--env", "openb", "--teacher", "fgd", "--num-nodes", "5000"],
      "--num-nodes=5000 is invalid: allowed 1..1213"),

@@ -117,12 +117,15 @@ class TrainConfig:
     sample_weights: bool = flag(True, "train on objective weights drawn per episode (shown to "
                                 "the policy), so one model serves many preferences (synthetic)",
                                 group="environment")
-    trace: str = flag("default", "OpenB pod file: a bundled name (default, gpuspec10, "
-                      "multigpu20) or a CSV path (openb)", group="environment")
+    trace: str = flag("default", "OpenB pod file: a bundled name (default, gpushare100, "
+                      "gpuspec33, ... the seventeen traces) or a CSV path; several joined by "
+                      "commas train one network on workloads of each (openb)",
+                      group="environment")
     nodes: str = flag("gpu", "OpenB node file: gpu (the paper's 1213 GPU nodes), all (with the "
                       "CPU-only nodes) or a CSV path (openb)", group="environment")
     workloads: int = flag(256, "training workloads of the bank, one per seed 10000..10000+W-1 "
-                          "(openb; the evaluation replays the published seeds 42, 43, ...)",
+                          "and trace (openb; the evaluation replays the published seeds "
+                          "42, 43, ...)",
                           low=1, group="environment")
     tune: float = flag(1.3, "workload GPU demand / cluster GPUs (openb)", low=0.0,
                        group="environment")

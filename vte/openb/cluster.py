@@ -46,6 +46,12 @@ class Typical:
     prob: jax.Array          # (K,) float32, frequency, summing to 1
     counts: Counts | None = struct.field(pytree_node=False, default=None)  # the same as exact
                              # integers (`typical_counts`, static); `with_counts` fills it
+    weight: jax.Array | None = None
+                             # (K,) int32 exact weights that replace `counts.weight` (and
+                             # their sum `counts.scale`) when given: a bank of several traces
+                             # shares the shapes (`counts`' static grouping) and gives each
+                             # workload its own trace's weights, 0 on the other traces' shapes
+                             # (`workload.typical_union`); `prob` is then weight / its sum
 
 
 PROB_SCALE = 2 ** 17          # integer weight of a frequency 1 when a Typical has no counts

@@ -53,7 +53,7 @@ from vte.openb.policies import CPU_NORM, Policy, fgd_gain, fgd_score, min_max
 from vte.openb.power import (BUNDLED_MODELS, PowerModel, cpu_watts, datacenter_power,
                              max_increase, power_increase, power_model)
 from vte.openb.trace import MAX_GPUS_PER_NODE, MILLI, NodeTable, PodTable
-from vte.openb.workload import build_workload, pod_arrays, typical_pods
+from vte.openb.workload import build_workload, pod_arrays, typical_pods, typical_union
 
 GPU_RULE = "fgd"          # a shared pod's GPU: FGD's (least fragmentation, lowest index on ties)
 MEM_NORM = 1 << 20        # MiB: 1 TiB, the largest node of the trace
@@ -67,7 +67,8 @@ FGD_GAIN, FGD_SCORE, RANK = range(BASE_NODE_FEATURES - 3, BASE_NODE_FEATURES)
 class OpenBParams:
     """The workload bank and the scoring of invalid actions."""
 
-    nodes: Spec              # (W, N) per field: each workload's cluster (typical: (K,), shared)
+    nodes: Spec              # (W, N) per field: each workload's cluster (typical: (K,), shared;
+                             # for several traces the union of their shapes, `typical_weight`)
     pods: Pod                # (W, T) per field: each workload's pods in submission order, padded
     ranks: jax.Array         # (W, N) int32, tie-break ranks (used by the published policies)
     length: jax.Array        # (W,) int32, pods in each workload
@@ -85,6 +86,12 @@ class OpenBParams:
     frag_shaping: jax.Array = struct.field(default_factory=lambda: jnp.float32(0.0))
                              # () float32 >= 0, GPUs of reward per GPU of fragmentation a
                              # placement removes (FGD's gain at the chosen node; 0: none)
+    typical_weight: jax.Array | None = None
+                             # (W, K) int32, a bank of several traces: each workload's own
+                             # trace's typical-pod counts on the shared shapes of
+                             # `nodes.typical` (`workload.typical_union`); None for one trace
+    typical_prob: jax.Array | None = None
+                             # (W, K) float32, those counts / their sum (None for one trace)
     num_models: int = struct.field(pytree_node=False, default=1)   # GPU models (one-hot width)
 
     @property
@@ -146,12 +153,16 @@ class Observation:
                              # (`power.pwr_score`)
 
 
-def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: float = 1.3,
-                subset: int | None = None, invalid_penalty: float = 1.0,
+def make_params(nodes: NodeTable, pods: PodTable | Sequence[PodTable], seeds: Sequence[int],
+                tune: float = 1.3, subset: int | None = None, invalid_penalty: float = 1.0,
                 power_weight: float | tuple[float, float] = 0.0,
                 frag_shaping: float = 0.0) -> OpenBParams:
     """A bank of one workload per seed (OPENB.md section 2), on the full cluster or on a
-    random `subset` of its nodes (demand tuned to that sub-cluster's GPUs); `power_weight`
+    random `subset` of its nodes (demand tuned to that sub-cluster's GPUs). `pods`: one
+    trace's pod table, or several (each read against `nodes`): then the bank holds one
+    workload per (trace, seed), trace by trace (workload i x len(seeds) + j is trace i's
+    seed j), and each workload's FGD measure, observation and planner futures use its own
+    trace's typical pods (`typical_weight`; OPENB.md section 10). `power_weight`
     in [0, 1] weighs the kW a decision adds against its GPUs in the reward (a scalar of the
     params: `params.replace(power_weight=...)` and `jax.vmap` over it work too), or a range
     (low, high) with 0 <= low <= high <= 1 from which each episode draws its own.
@@ -160,6 +171,10 @@ def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: fl
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds is empty: give at least one seed")
+    tables = [pods] if isinstance(pods, PodTable) else list(pods)
+    if not tables or not all(isinstance(t, PodTable) for t in tables):
+        raise ValueError(f"pods={pods!r} is invalid: allowed a PodTable or a non-empty "
+                         "sequence of PodTables (vte.openb.load_pods)")
     if subset is not None and not 1 <= subset <= len(nodes):
         raise ValueError(f"subset={subset} is invalid: allowed 1..{len(nodes)} nodes")
     if not np.isfinite(invalid_penalty) or invalid_penalty < 0:
@@ -171,23 +186,40 @@ def make_params(nodes: NodeTable, pods: PodTable, seeds: Sequence[int], tune: fl
         raise ValueError(f"power_weight={power_weight} is invalid: allowed a number in [0, 1] "
                          "or a range (low, high) with 0 <= low <= high <= 1")
     watts = power_model(nodes.models)
-    typical = typical_pods(pods)
+    if len(tables) == 1:
+        typical, counts = typical_pods(tables[0]), None
+        own = [typical]
+    else:
+        typical, counts = typical_union(tables)
+        own = [typical.replace(prob=jnp.asarray(c / c.sum(), jnp.float32),
+                               weight=jnp.asarray(c, jnp.int32)) for c in counts]
     specs, works = [], []
-    for seed in seeds:
-        table = nodes
-        if subset is not None and subset < len(nodes):
-            table = _gpu_subset(nodes, subset, seed)
-        specs.append(cluster.make_spec(table, typical))
-        works.append(build_workload(pods, table, seed, tune))
+    for table_pods, typ in zip(tables, own):
+        works.append([])
+        for seed in seeds:
+            table = nodes
+            if subset is not None and subset < len(nodes):
+                table = _gpu_subset(nodes, subset, seed)
+            specs.append(cluster.make_spec(table, typ))
+            works[-1].append(build_workload(table_pods, table, seed, tune))
+    longest = max(len(w.order) for per in works for w in per)
+    pod_bank = jax.tree_util.tree_map(lambda *x: jnp.concatenate(x), *[
+        pod_arrays(t, per, longest) for t, per in zip(tables, works)])
+    works = [w for per in works for w in per]
     stacked = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[s.replace(typical=None) for s in specs])
     empty = jnp.stack([cluster.empty_state(s, np.zeros(len(s.cpu_milli), np.int32)).frag for s in specs])
+    per_workload = None if counts is None else np.repeat(counts, len(seeds), axis=0)
     return OpenBParams(
-        nodes=stacked.replace(typical=typical), pods=pod_arrays(pods, works),
+        nodes=stacked.replace(typical=typical), pods=pod_bank,
         ranks=jnp.asarray(np.stack([w.rank for w in works])),
         length=jnp.asarray([len(w.order) for w in works], jnp.int32), empty_frag=empty,
         invalid_penalty=jnp.float32(invalid_penalty), power=watts,
         power_weight=jnp.float32(low), power_weight_spread=jnp.float32(high - low),
-        frag_shaping=jnp.float32(frag_shaping), num_models=max(len(nodes.models), 1))
+        frag_shaping=jnp.float32(frag_shaping),
+        typical_weight=None if counts is None else jnp.asarray(per_workload, jnp.int32),
+        typical_prob=None if counts is None else jnp.asarray(
+            per_workload / per_workload.sum(axis=1, keepdims=True), jnp.float32),
+        num_models=max(len(nodes.models), 1))
 
 
 MAX_DRAWS = 100   # sub-cluster draws per seed before a GPU-less node file is given up on
@@ -213,8 +245,12 @@ def num_actions(params: OpenBParams) -> int:
 
 
 def _episode_nodes(params: OpenBParams, w: jax.Array) -> Spec:
+    """Workload `w`'s cluster, with its trace's typical pods (a bank of several traces)."""
     per = params.nodes.replace(typical=None)
-    return jax.tree_util.tree_map(lambda x: x[w], per).replace(typical=params.nodes.typical)
+    typical = params.nodes.typical
+    if params.typical_weight is not None:
+        typical = typical.replace(prob=params.typical_prob[w], weight=params.typical_weight[w])
+    return jax.tree_util.tree_map(lambda x: x[w], per).replace(typical=typical)
 
 
 def current_pod(state: EnvState, params: OpenBParams) -> Pod:

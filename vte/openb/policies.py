@@ -120,14 +120,16 @@ def min_max(raw: jax.Array, feasible: jax.Array, equal: int) -> jax.Array:
 def _fit_weight(counts: Counts, typ, allowed: jax.Array, cpu_free: jax.Array) -> jax.Array:
     """(J, L, N) int32: the summed weight of the shapes of per-GPU milli `counts.milli[j]` and
     GPU count `counts.levels[l]` that a node allows (`allowed` (K, N): its model) and whose
-    CPU fits in `cpu_free` (N,), its GPUs aside."""
+    CPU fits in `cpu_free` (N,), its GPUs aside. The weights are `typ.weight` when given
+    (a bank of several traces), else the static `counts.weight`."""
     ok = allowed & (cpu_free[None] >= typ.cpu_milli[:, None])                     # (K, N)
     # Sum the shapes of each (milli, count) cell: the shapes ordered by cell (static), each
     # cell is a static slice of rows: K x N additions in all.
     cells = len(counts.milli) * len(counts.levels)
     order = np.argsort(np.asarray(counts.cell), kind="stable")
     bounds = np.searchsorted(np.asarray(counts.cell)[order], np.arange(cells + 1))
-    okw = jnp.where(ok, jnp.asarray(counts.weight, jnp.int32)[:, None], 0)[order]   # (K, N)
+    weight = jnp.asarray(counts.weight if typ.weight is None else typ.weight, jnp.int32)
+    okw = jnp.where(ok, weight[:, None], 0)[order]                                 # (K, N)
     per = jnp.stack([jnp.sum(okw[a:b], axis=0) for a, b in zip(bounds[:-1], bounds[1:])])
     return per.reshape((len(counts.milli), len(counts.levels)) + per.shape[1:])
 
@@ -170,9 +172,13 @@ def fgd_gain(state: State, pod: Pod, spec: Spec) -> tuple[jax.Array, jax.Array]:
     kept = _kept(usable, count, _fit_weight(counts, typ, allowed, cpu_free), levels)  # (N,)
     after_weight = _fit_weight(counts, typ, allowed, cpu_free - pod.cpu_milli)
 
+    # The weights' sum: static for one trace; a workload's own for a bank of several
+    # traces (`Typical.weight`, the same exact integers).
+    scale = counts.scale if typ.weight is None else jnp.sum(typ.weight.astype(jnp.int32))
+
     def gain(freed, kept_after):                                            # milli-GPU, float32
-        total = counts.scale * freed + (kept_after - kept)
-        return total.astype(jnp.float32) / jnp.float32(counts.scale)
+        total = scale * freed + (kept_after - kept)
+        return total.astype(jnp.float32) / jnp.asarray(scale, jnp.float32)
 
     # Shared pod on GPU i: only GPU i changes (free_i -> free_i - m), so each group's count
     # and usable milli move by GPU i's own terms: (J, G, N).

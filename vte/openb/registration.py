@@ -19,10 +19,15 @@ or from `plan:<base>`, the planner over a published policy or over the network o
 run directory, loaded once and held fixed (expert iteration: each round learns the planner
 over the last round's network, `teacher_action`).
 
+`--trace` may join several pod files by commas (`--trace default,gpushare100`): the bank
+then holds `--workloads` workloads of each, every one with its own trace's typical pods
+(`vte.openb.env.make_params`), so one network learns them all.
+
 The evaluation of a run (`eval.json`) replays the published seeds 42, 43, ...
 (`--eval-episodes` of them, 10 by default) on the full cluster with
 `vte.openb.experiment.run_grid`: each trained seed's network beside the six published
-policies, on the published metrics. The trace is loaded once per run and node file.
+policies, on the published metrics; with several traces, the first in `eval.json` and
+each other in `eval_<trace>.json`. The trace is loaded once per run and node file.
 """
 
 from __future__ import annotations
@@ -42,7 +47,6 @@ TRAIN_SEED0 = 10_000        # training workloads: seeds 10_000 + i, apart from t
 EVAL_SEED0 = 42             # the published seeds
 EVAL_EPISODES = 10          # held-out workloads when --eval-episodes is not given
 MAKE_WORKLOADS = 16         # workloads of `vte.make("OpenB-v0")` when no seeds are given
-BUNDLED_TRACES = ("default", "gpuspec10", "multigpu20")
 TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd",
             "preference_mix", "plan_fgd")
 PLAN = "plan:"              # a teacher "plan:<base>": the lookahead planner over a published
@@ -69,7 +73,8 @@ def load_trace(pods: str = "default", nodes: str = "gpu"):
 def make(pods: str = "default", nodes: str = "gpu", seeds=None, subset: int | None = None,
          tune: float = 1.3, invalid_penalty: float = 1.0, params=None):
     """(env, params): a bank of one workload per seed (default seeds 10_000 ..
-    10_000 + 15) of the `pods` trace on the `nodes` file, each on a random `subset` of
+    10_000 + 15) of the `pods` trace (several joined by commas: one workload per seed of
+    each, `trace_names`) on the `nodes` file, each on a random `subset` of
     its nodes (None: the full cluster); or the environment of given `params` (an
     `OpenBParams`). Bad values raise ValueError naming them."""
     from vte.openb.trace import TraceError
@@ -79,7 +84,7 @@ def make(pods: str = "default", nodes: str = "gpu", seeds=None, subset: int | No
                              "vte.openb.env.OpenBParams (vte.openb.env.make_params)")
         return oenv.OpenBEnv(params), params
     try:
-        table, pod_table = load_trace(str(pods), str(nodes))
+        table, pod_table = load_traces(str(pods), str(nodes))
     except (TraceError, OSError) as err:
         raise ValueError(f"pods={pods!r}, nodes={nodes!r}: {err}") from None
     if seeds is None:
@@ -89,6 +94,22 @@ def make(pods: str = "default", nodes: str = "gpu", seeds=None, subset: int | No
     return oenv.OpenBEnv(params), params
 
 
+def trace_names(trace: str) -> tuple[str, ...]:
+    """The pod files of `--trace`: one name or path, or several joined by commas (a bank
+    that mixes them, `vte.openb.env.make_params`). ValueError on an empty one."""
+    names = tuple(name.strip() for name in str(trace).split(","))
+    if not all(names):
+        raise ValueError(f"trace={trace!r} is invalid: allowed one pod file or several "
+                         "joined by commas, none empty")
+    return names
+
+
+def load_traces(trace: str, nodes: str = "gpu"):
+    """(NodeTable, [PodTable, ...]) of `--trace`'s pod files (`trace_names`) on a node file."""
+    names = trace_names(trace)
+    return load_node_table(nodes), [load_trace(name, nodes)[1] for name in names]
+
+
 def _subset(config, nodes) -> int | None:
     return config.num_nodes if config.num_nodes < len(nodes) else None
 
@@ -96,7 +117,7 @@ def _subset(config, nodes) -> int | None:
 def run_params(config, train: bool):
     """The training bank of a run (sub-clusters of `--num-nodes`); its evaluation replays
     the full cluster with `run_grid` instead (`evaluate`)."""
-    nodes, pods = load_trace(config.trace, config.nodes)
+    nodes, pods = load_traces(config.trace, config.nodes)
     params = oenv.make_params(nodes, pods, range(TRAIN_SEED0, TRAIN_SEED0 + config.workloads),
                               tune=config.tune, subset=_subset(config, nodes),
                               power_weight=tuple(config.power_weight),
@@ -106,7 +127,7 @@ def run_params(config, train: bool):
 
 def check_config(config) -> None:
     """The teacher is a published policy, the files load, the sub-clusters fit."""
-    from vte.openb.trace import TraceError
+    from vte.openb.trace import TRACES, TraceError
     teacher = getattr(config, "teacher", None)
     if teacher is not None and teacher not in TEACHERS and not teacher.startswith(PLAN):
         raise flag_error("teacher", teacher, "one of " + ", ".join(TEACHERS) + ", or "
@@ -119,10 +140,11 @@ def check_config(config) -> None:
         raise flag_error("nodes", config.nodes, f"gpu, all or the path of a node file of the "
                          f"OpenB format ({err})") from None
     try:
-        load_trace(config.trace, config.nodes)
+        load_traces(config.trace, config.nodes)
     except (TraceError, OSError, ValueError) as err:
-        raise flag_error("trace", config.trace, f"{', '.join(BUNDLED_TRACES)} or the path of "
-                         f"a pod file of the OpenB format ({err})") from None
+        raise flag_error("trace", config.trace, f"a bundled trace ({', '.join(TRACES)}) or "
+                         "the path of a pod file of the OpenB format, or several joined by "
+                         f"commas ({err})") from None
     plan_settings(config)        # the planning teacher's settings, before it is built
     if teacher is not None and teacher.startswith(PLAN):
         try:
@@ -316,7 +338,7 @@ def run_make(config: dict) -> dict:
     """The `make` keywords of a run's evaluation: its trace and node file, the published
     seeds, on the full cluster."""
     env = config.get("env", {})
-    return {"pods": env.get("trace", "default"), "nodes": env.get("nodes", "gpu"),
+    return {"pods": trace_names(env.get("trace", "default"))[0], "nodes": env.get("nodes", "gpu"),
             "tune": env.get("tune", 1.3), "seeds": (EVAL_SEED0,)}
 
 
@@ -328,7 +350,7 @@ def evaluate(config, params, out: str) -> dict:
     from vte.openb.network import as_policy
     from vte.openb.policies import POLICIES
 
-    nodes, pods = load_trace(config.trace, config.nodes)
+    nodes, tables = load_traces(config.trace, config.nodes)
     net = network(config.hidden)
     named = dict(POLICIES)
     for s in range(config.seeds):
@@ -336,11 +358,22 @@ def evaluate(config, params, out: str) -> dict:
         name = "learned" if s == 0 else f"learned_seed{s}"
         named[name] = as_policy(net, variables, max(len(nodes.models), 1))
     episodes = config.eval_episodes if config.eval_episodes is not None else EVAL_EPISODES
-    result = run_grid(nodes, pods, named, range(EVAL_SEED0, EVAL_SEED0 + episodes),
-                      tune=config.tune, progress=True)
-    atomic_write_text(os.path.join(out, "eval.json"), json.dumps(result, indent=1))
-    print(format_table(result))
-    return result
+    results = []
+    for i, (trace, pods) in enumerate(zip(trace_names(config.trace), tables)):
+        result = run_grid(nodes, pods, named, range(EVAL_SEED0, EVAL_SEED0 + episodes),
+                          tune=config.tune, progress=True)
+        atomic_write_text(os.path.join(out, eval_file(trace, i)), json.dumps(result, indent=1))
+        print(format_table(result))
+        results.append(result)
+    return results[0]
+
+
+def eval_file(trace: str, index: int) -> str:
+    """The evaluation file of a run's `index`-th trace: `eval.json` for the first, then
+    `eval_<name>.json` (a path's file name without `.csv`)."""
+    if index == 0:
+        return "eval.json"
+    return f"eval_{os.path.splitext(os.path.basename(trace))[0]}.json"
 
 
 def render(state, params, action=None, reference=None, caption=None):

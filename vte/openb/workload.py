@@ -9,6 +9,7 @@ section 8, so only seed-averaged figures compare).
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -51,6 +52,39 @@ def typical_pods(pods: PodTable, coverage: float = TYPICAL_COVERAGE) -> Typical:
         model_mask=jnp.asarray([mask_of[k[3]] for k, _ in kept], jnp.int32),
         prob=jnp.asarray([c / total for _, c in kept], jnp.float32),
         counts=typical_counts(gpu_milli, num_gpus, np.array([c for _, c in kept])))
+
+
+def typical_union(tables: Sequence[PodTable],
+                  coverage: float = TYPICAL_COVERAGE) -> tuple[Typical, np.ndarray]:
+    """The typical pods of several traces on one set of shapes, for a bank that mixes them.
+
+    Returns (shapes, weights): `shapes` the union of each trace's `typical_pods` (K,), the
+    first trace's in its order, then each further trace's new ones in theirs (a shape is its
+    CPU, per-GPU milli, GPU count and model mask), weighted by the traces' summed counts;
+    `weights` (len(tables), K) int64, row i trace i's own counts, 0 on the shapes it does
+    not have. With row i as `Typical.weight` (and prob = row / its sum), FGD's gain is the
+    same exact integer as with trace i's own typical pods: a shape of weight 0 adds 0."""
+    if not tables:
+        raise ValueError("tables is empty: give at least one pod table")
+    index: dict[tuple, int] = {}
+    rows: list[dict[int, int]] = []
+    for table in tables:
+        typ = typical_pods(table, coverage)
+        row = {}
+        for c, m, n, mask, w in zip(*(np.asarray(x).tolist() for x in (
+                typ.cpu_milli, typ.gpu_milli, typ.num_gpus, typ.model_mask)), typ.counts.weight):
+            row[index.setdefault((c, m, n, mask), len(index))] = int(w)
+        rows.append(row)
+    weights = np.zeros((len(tables), len(index)), np.int64)
+    for i, row in enumerate(rows):
+        weights[i, list(row)] = list(row.values())
+    shapes = np.array(list(index), np.int64).reshape(-1, 4)
+    total = weights.sum(axis=0)
+    return Typical(
+        cpu_milli=jnp.asarray(shapes[:, 0], jnp.int32), gpu_milli=jnp.asarray(shapes[:, 1], jnp.int32),
+        num_gpus=jnp.asarray(shapes[:, 2], jnp.int32), model_mask=jnp.asarray(shapes[:, 3], jnp.int32),
+        prob=jnp.asarray(total / total.sum(), jnp.float32),
+        counts=typical_counts(shapes[:, 1], shapes[:, 2], total)), weights
 
 
 @dataclasses.dataclass(frozen=True)
