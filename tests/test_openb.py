@@ -629,7 +629,9 @@ def test_an_interrupted_grid_continues_to_the_same_json(tmp_path, monkeypatch):
     monkeypatch.setattr(simulator, "replay", lambda *a, **k: calls.append(1) or real(*a, **k))
     calls.clear()
     resumed = openb_main(argv + out)
-    assert len(calls) == 2                                     # only the two unfinished batches
+    # Only the unfinished batches of the second trace: two, or one when the other policy's
+    # replay had started before the stop and finished (and was cached) while joined above.
+    assert 1 <= len(calls) <= 2
     assert _timeless(resumed) == _timeless(whole)
     for name in ("openb_tiny_a.json", "openb_tiny_b.json", "summary.json"):
         assert (_timeless(json.loads((tmp_path / "part" / name).read_text()))
