@@ -187,12 +187,13 @@ def make_params(nodes: NodeTable, pods: PodTable | Sequence[PodTable], seeds: Se
                          "or a range (low, high) with 0 <= low <= high <= 1")
     watts = power_model(nodes.models)
     if len(tables) == 1:
-        typical, counts = typical_pods(tables[0]), None
+        typical, counts, probs = typical_pods(tables[0]), None, None
         own = [typical]
     else:
-        typical, counts = typical_union(tables)
-        own = [typical.replace(prob=jnp.asarray(c / c.sum(), jnp.float32),
-                               weight=jnp.asarray(c, jnp.int32)) for c in counts]
+        typical, counts = typical_union(tables)       # (traces, K) counts
+        probs = counts / counts.sum(axis=1, keepdims=True)
+        own = [typical.replace(prob=jnp.asarray(p, jnp.float32), weight=jnp.asarray(c, jnp.int32))
+               for c, p in zip(counts, probs)]
     specs, works = [], []
     for table_pods, typ in zip(tables, own):
         works.append([])
@@ -208,7 +209,8 @@ def make_params(nodes: NodeTable, pods: PodTable | Sequence[PodTable], seeds: Se
     works = [w for per in works for w in per]
     stacked = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[s.replace(typical=None) for s in specs])
     empty = jnp.stack([cluster.empty_state(s, np.zeros(len(s.cpu_milli), np.int32)).frag for s in specs])
-    per_workload = None if counts is None else np.repeat(counts, len(seeds), axis=0)
+    def per_workload(rows, dtype):                 # a trace's row for each of its seeds
+        return None if rows is None else jnp.asarray(np.repeat(rows, len(seeds), axis=0), dtype)
     return OpenBParams(
         nodes=stacked.replace(typical=typical), pods=pod_bank,
         ranks=jnp.asarray(np.stack([w.rank for w in works])),
@@ -216,9 +218,7 @@ def make_params(nodes: NodeTable, pods: PodTable | Sequence[PodTable], seeds: Se
         invalid_penalty=jnp.float32(invalid_penalty), power=watts,
         power_weight=jnp.float32(low), power_weight_spread=jnp.float32(high - low),
         frag_shaping=jnp.float32(frag_shaping),
-        typical_weight=None if counts is None else jnp.asarray(per_workload, jnp.int32),
-        typical_prob=None if counts is None else jnp.asarray(
-            per_workload / per_workload.sum(axis=1, keepdims=True), jnp.float32),
+        typical_weight=per_workload(counts, jnp.int32), typical_prob=per_workload(probs, jnp.float32),
         num_models=max(len(nodes.models), 1))
 
 
