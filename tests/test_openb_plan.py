@@ -19,6 +19,12 @@ def most_free(key, state, pod, feasible, spec):
     return jnp.sum(state.gpu_free, axis=0), cluster.best_fit_gpu(state.gpu_free, pod.gpu_milli)
 
 
+def current_frag(state, spec):
+    """`state` with every node's fragmentation recomputed (`with_gpus` leaves it stale)."""
+    return state.replace(frag=cluster.fragmentation(state.gpu_free, state.cpu_free,
+                                                    spec.model, spec.typical))
+
+
 def one_shape(milli):
     return cluster.with_counts(Typical(
         cpu_milli=jnp.array([0], jnp.int32), gpu_milli=jnp.array([milli], jnp.int32),
@@ -26,16 +32,20 @@ def one_shape(milli):
         prob=jnp.array([1.0], jnp.float32)))
 
 
-@pytest.mark.parametrize("future_milli, why", [
-    (1000, "allocation"),      # on n0 the next whole-GPU pod fails: 1000 vs 2000 milli allocated
-    (500, "fragmentation"),    # both allocate 1500; on n1 the end leaves 0 fragment, on n0 500
+@pytest.mark.parametrize("future_milli, why, regret", [
+    # on n0 the next whole-GPU pod fails: 1000 vs 2000 milli allocated, and n0's 700 and
+    # n1's 300 free milli are fragments at the end: V(n0) = 1.0 - 1.0, V(n1) = 2.0 - 0
+    (1000, "allocation", [2.0, 0.0]),
+    # both allocate 1500; on n1 the end leaves 0 fragment, on n0 200 + 300:
+    # V(n0) = 1.5 - 0.5, V(n1) = 1.5 - 0
+    (500, "fragmentation", [0.5, 0.0]),
 ])
-def test_planner_worked_by_hand_on_two_nodes(tmp_path, future_milli, why):
+def test_planner_worked_by_hand_on_two_nodes(tmp_path, future_milli, why, regret):
     # n0: one idle GPU; n1: one GPU with 300 milli free. The pod asks 300 milli: spreading
     # (the base) puts it on n0, the planner on n1.
     nodes = small_nodes(tmp_path, [("n0", 32000, 65536, 1, "T4"), ("n1", 32000, 65536, 1, "T4")])
     spec, state = setup(nodes, one_shape(future_milli))
-    state = with_gpus(state, 1, [300])
+    state = current_frag(with_gpus(state, 1, [300]), spec)
     the_pod = pod(milli=300)
     feasible = cluster.feasible(state, the_pod, spec)
     key = jax.random.PRNGKey(0)
@@ -47,6 +57,35 @@ def test_planner_worked_by_hand_on_two_nodes(tmp_path, future_milli, why):
     assert scores.tolist() == [2, 3], why
     assert gpu.tolist() == [0, 0]
     assert int(cluster.select(scores, feasible, state.rank)) == 1
+    # The same choice with its regrets, in GPUs (OPENB.md section 12).
+    with_regret = lookahead.planner_regrets(most_free, candidates=2, futures=1, horizon=1)
+    scores_r, gpu_r, got = jax.jit(with_regret)(key, state, the_pod, feasible, spec)
+    assert scores_r.tolist() == scores.tolist() and gpu_r.tolist() == gpu.tolist()
+    np.testing.assert_allclose(np.asarray(got), regret, atol=1e-6)
+
+
+def test_regrets_are_infinite_off_the_candidates_and_zero_on_an_unplanned_choice(tmp_path):
+    # Three nodes, two candidates: the third node is never compared. Then one candidate
+    # (no planning): regret 0 on the base's choice, +inf elsewhere; no node feasible:
+    # +inf everywhere. Never NaN.
+    nodes = small_nodes(tmp_path, [(f"n{i}", 32000, 65536, 1, "T4") for i in range(3)])
+    spec, state = setup(nodes, one_shape(1000))
+    state = current_frag(with_gpus(state, 1, [300]), spec)
+    key = jax.random.PRNGKey(0)
+    the_pod = pod(milli=300)
+    feasible = cluster.feasible(state, the_pod, spec)
+    two = jax.jit(lookahead.planner_regrets(most_free, candidates=2, futures=2, horizon=2))
+    _, _, regret = two(key, state, the_pod, feasible, spec)
+    assert int(np.sum(np.isfinite(regret))) == 2 and float(np.nanmin(regret)) == 0.0
+    assert not np.any(np.isnan(regret))
+    one = jax.jit(lookahead.planner_regrets(most_free, candidates=1))
+    scores, _, regret = one(key, state, the_pod, feasible, spec)
+    choice = int(cluster.select(scores, feasible, state.rank))
+    assert regret[choice] == 0.0 and int(np.sum(np.isfinite(regret))) == 1
+    none = jnp.zeros_like(feasible)
+    for plan in (one, two):
+        _, _, regret = plan(key, state, the_pod, none, spec)
+        assert np.all(np.isinf(regret)) and np.all(np.asarray(regret) > 0)
 
 
 def test_planner_with_one_candidate_or_before_start_is_its_base(tmp_path):

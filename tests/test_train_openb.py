@@ -271,6 +271,11 @@ def test_a_comma_joined_trace_trains_one_bank_of_each_trace(trace_files, tmp_pat
      "--plan-futures=257 is invalid: allowed an integer in [1, 256]"),
     (["--env", "openb", "--teacher", "plan:fgd", "--plan-candidates", "0"],
      "--plan-candidates=0 is invalid: allowed an integer >= 1"),
+    (["--env", "openb", "--teacher", "fgd", "--plan-costs"],
+     "--plan-costs=True is invalid: allowed False unless the teacher plans"),
+    (["--plan-costs"], "--plan-costs=True is invalid: allowed False unless the teacher plans"),
+    (["--env", "openb", "--teacher", "plan_fgd", "--plan-costs", "--distill-temp", "0"],
+     "--plan-costs=True is invalid: allowed False with --distill-temp 0"),
 ])
 def test_bad_openb_flags_fail_before_any_work(argv, message, capsys, tmp_path):
     from tests.test_train import refused
@@ -393,6 +398,47 @@ def test_the_lookahead_teacher_labels_a_state_with_the_planners_node(trace_files
     labels, direct, choices = jax.jit(jax.vmap(both))(jax.random.split(jax.random.PRNGKey(3), 8))
     np.testing.assert_array_equal(labels, direct)
     assert (choices >= 2).any()                    # some label was a real choice
+
+
+@pytest.mark.slow   # compiles the planner, trains
+def test_the_lookahead_teacher_with_costs_gives_the_same_label_and_its_regrets(trace_files,
+                                                                               tmp_path):
+    """`--plan-costs`: the teacher's label is the plain planning teacher's, its costs are
+    the planner's regrets (`lookahead.planner_regrets`) with "cannot place" last, 0 at
+    the best candidate and +inf off the candidates; imitation then adds the distillation
+    term, finite, and `config.json` records the flag."""
+    from train.config import ImitateConfig
+    from train.envs import make_env
+    from vte.openb import cluster, lookahead, policies
+    settings = ["--teacher", "plan_fgd", "--plan-futures", "2", "--plan-horizon", "3",
+                "--distill-temp", "0.05"]
+    plain = make_env(ImitateConfig.from_args(tiny(trace_files, 5) + settings))
+    env = make_env(ImitateConfig.from_args(tiny(trace_files, 5) + settings + ["--plan-costs"]))
+    assert env.teacher_costs and env.has_costs and not plain.teacher_costs
+    plan = lookahead.planner_regrets(policies.fgd, candidates=4, futures=2, horizon=3)
+    params = env.params
+
+    def labels(key):
+        obs, state = env.reset(key)
+        pod = oenv.current_pod(state, params)
+        feasible = cluster.feasible(state.nodes, pod, state.cluster)
+        _, _, regret = plan(key, state.nodes, pod, feasible, state.cluster)
+        return plain.teacher(key, state, obs), env.teacher(key, state, obs), regret, feasible
+    keys = jax.random.split(jax.random.PRNGKey(3), 8)
+    label, (label_c, cost), regret, feasible = jax.jit(jax.vmap(labels))(keys)
+    np.testing.assert_array_equal(label_c, label)
+    assert cost.shape == (8, params.num_nodes + 1)
+    np.testing.assert_array_equal(cost[:, :-1], regret)
+    assert np.all(np.isinf(cost[:, -1]) == feasible.any(-1))
+    assert np.all(np.min(cost, -1) == 0.0) and not np.any(np.isnan(cost))
+    assert np.all(np.isfinite(cost[:, :-1]) <= feasible)      # only feasible nodes compared
+    out = str(tmp_path / "run")
+    imitate.main(tiny(trace_files, 5) + settings + ["--plan-costs", "--out", out,
+                                                    "--eval-episodes", "0"])
+    rows = _rows(out)
+    assert all(np.isfinite(r["distill_cross_entropy"]) for r in rows)
+    with open(os.path.join(out, "config.json")) as f:
+        assert json.load(f)["plan_costs"] is True
 
 
 @pytest.mark.slow   # compiles FGD twice (the state's and the observation's)

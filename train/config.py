@@ -41,7 +41,7 @@ PLAN_BEFORE_FLAGS = {"plan_candidates": 4, "plan_futures": 8, "plan_horizon": 8}
 ADDED_LATER = {"env": "synthetic", "teacher": "optimal", "distill_temp": 0.0,
                "distill_coef": 1.0, "samples_per_state": 1, "all_actions": False,
                "critic_warmup": 0, "online": False, "plan_candidates": None,
-               "plan_futures": None, "plan_horizon": None}
+               "plan_futures": None, "plan_horizon": None, "plan_costs": False}
 for _env in ENVS:
     ADDED_LATER.update(registry.registration(_env).defaults)
 # Fields stored under "env" in config.json (the layout every saved run has): the name and
@@ -418,11 +418,16 @@ class ImitateConfig(TrainConfig):
     plan_horizon: int | None = flag(
         None, "a planning teacher: pods per future, 1..4096; default: the planner's own",
         low=1, group="algorithm")
+    plan_costs: bool = flag(
+        False, "a planning teacher also gives each candidate node its regret: how far its "
+        "futures end below the best candidate's in GPUs allocated less GPUs fragmented (mean "
+        "over the futures; +inf on nodes it did not compare), distilled beside the label as "
+        "--distill-temp says (in GPUs there)", group="algorithm")
     distill_temp: float = flag(0.02, "temperature of the distilled cost ranking: the loss "
                                "adds the cross-entropy to softmax(-cost / T) over the "
                                "feasible actions, so every node's cost teaches, not only the "
-                               "optimum's (synthetic; 0: the label only)", low=0.0, high=1e3,
-                               group="algorithm")
+                               "optimum's (synthetic, and openb with --plan-costs; 0: the "
+                               "label only)", low=0.0, high=1e3, group="algorithm")
     distill_coef: float = flag(1.0, "weight of the distillation term (--distill-temp)",
                                low=0.0, high=1e3, group="algorithm")
 
@@ -448,6 +453,12 @@ class ImitateConfig(TrainConfig):
                 raise invalid(name, getattr(self, name), "no value (the planner's own) unless "
                               "the teacher plans (--env openb --teacher plan_fgd or "
                               "plan:<base>)", depends=("teacher",))
+        if self.plan_costs and settings is None:
+            raise invalid("plan_costs", True, "False unless the teacher plans (--env openb "
+                          "--teacher plan_fgd or plan:<base>)", depends=("teacher",))
+        if self.plan_costs and self.distill_temp == 0:
+            raise invalid("plan_costs", True, "False with --distill-temp 0 (the regrets "
+                          "would go unused)", depends=("distill_temp",))
         if 0.0 < self.distill_temp < MIN_DISTILL_TEMP:
             raise invalid("distill_temp", self.distill_temp,
                           f"0 (off) or a number in [{MIN_DISTILL_TEMP}, 1000.0]")

@@ -120,10 +120,7 @@ def collect(env: TrainEnv, net, runner: Runner, config: TrainConfig,
                          env_state, every)}
         keys = jax.random.split(k_env, config.num_envs)
         # THE TEACHER'S LABEL and every action's cost, in the state the action is taken in
-        label = (jax.vmap(env.teacher)(keys, env_state, obs) if env.teacher is not None
-                 else None)
-        costs = (jax.vmap(env.action_costs)(env_state) if env.action_costs is not None
-                 else None)
+        label, costs = env.labels(keys, env_state, obs)
         next_obs, env_state, reward, term, trunc, info = jax.vmap(env.step)(
             keys, env_state, action)
         final_value = (net.apply(runner.params, info["final_observation"])[1] if bootstrap

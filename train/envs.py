@@ -3,6 +3,7 @@
     env = make_env(config)                       # --env names a `vte.registry` registration
     obs, state = env.reset(key)                  # one environment; the trainer vmaps
     label = env.teacher(key, state, obs)         # the teacher's action, or env.teacher None
+    label, cost = env.labels(keys, states, obs)  # batched, with every action's cost or None
     obs, state, reward, terminated, truncated, info = env.step(key, state, action)
     scalars = env.stats(logits, action, label, info, done)     # batched over environments
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+import jax
 import jax.numpy as jnp
 
 from vte.registry import Registration, registration
@@ -39,7 +41,9 @@ class TrainEnv:
     params: Any                # its training params
     network: Any               # flax module: obs -> (masked logits (..., A), value (...))
     teacher: Callable | None   # (key, state, obs) -> () int32 action, the label; None: no label
+                               # (with teacher_costs, -> (action, (A,) cost of every action))
     curves: tuple              # (metric, title, short name) of the learning curve, any number
+    teacher_costs: bool = False   # the teacher gives every action's cost with its label
 
     def reset(self, key):
         return self.env.reset(key, self.params)
@@ -65,6 +69,26 @@ class TrainEnv:
         fn = self.registration.action_costs
         return None if fn is None else (lambda state: fn(state, self.params))
 
+    @property
+    def has_costs(self) -> bool:
+        """Whether `labels` gives every action's cost (for a distillation loss)."""
+        return self.teacher_costs or self.action_costs is not None
+
+    def labels(self, keys, states, obs):
+        """(label, cost) of a batch of states: label (B,) int32 the teacher's action or None
+        without a teacher; cost (B, A) float32 every action's cost, from the teacher when it
+        gives them (`teacher_costs`), else the environment's (`action_costs`), or None."""
+        if self.teacher is None:
+            label = None
+        elif self.teacher_costs:
+            label, costs = jax.vmap(self.teacher)(keys, states, obs)
+            return label, costs
+        else:
+            label = jax.vmap(self.teacher)(keys, states, obs)
+        costs = (jax.vmap(self.action_costs)(states) if self.action_costs is not None
+                 else None)
+        return label, costs
+
     def stats(self, logits, action, label, info: dict, done) -> dict:
         """The scalars each rollout step logs (batched over environments): the
         environment's metrics, and with a teacher how often the behaviour and the greedy
@@ -89,7 +113,7 @@ def make_env(config) -> TrainEnv:
     reg = registration(config.env)
     env, params = reg.run_params(config, True)
     name = getattr(config, "teacher", None) or reg.optimum
-    teacher = None
+    teacher, costs = None, False
     observed = reg.observed_policies() if reg.observed_policies is not None else {}
     if name in observed:
         read = observed[name]
@@ -98,6 +122,8 @@ def make_env(config) -> TrainEnv:
         built = reg.teacher_action(name, config) if reg.teacher_action is not None else None
         act = built if built is not None else reg.policies()[name]
         teacher = lambda key, state, obs: act(key, state, params)   # noqa: E731
+        costs = getattr(act, "gives_costs", False)
     curves = ((TEACHER_CURVE,) if teacher is not None else ()) + tuple(reg.curves) + (LOSS_CURVE,)
     return TrainEnv(registration=reg, env=env, params=params,
-                    network=reg.network(config.hidden), teacher=teacher, curves=curves)
+                    network=reg.network(config.hidden), teacher=teacher, curves=curves,
+                    teacher_costs=costs)

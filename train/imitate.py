@@ -12,9 +12,9 @@ visited state is labelled (DAgger): the learner is trained on the states its own
 lead to. By default (`--online`, below) it learns while collecting; with `--no-online` one
 update collects `num_steps` decisions in `num_envs` environments, then runs
 `update_epochs` passes of `num_minibatches` steps on the cross-entropy between the masked
-logits and the label, plus (on synthetic clusters, `--distill-temp`) the cross-entropy
-to softmax(-cost / T) over the feasible actions, a ranking of every node by its cost
-rather than the optimum alone; each phase is a `lax.scan` in one jitted function,
+logits and the label, plus (on synthetic clusters, and on OpenB with a planning teacher's
+`--plan-costs`, its regrets: `--distill-temp`) the cross-entropy to softmax(-cost / T) over
+the feasible actions, a ranking of every node by its cost rather than the optimum alone; each phase is a `lax.scan` in one jitted function,
 vmapped over `--seeds`. The value head regresses the reward of the behaviour policy (the
 critic PPO uses at its default `--gamma 0`), so a PPO warm start gets a trained critic
 too. Same outputs as `train/ppo.py` (`train/run.py`).
@@ -54,7 +54,7 @@ def make_update(config: ImitateConfig, network=None):
     env = make_env(config)
     net = env.network if network is None else network
     tx = core.make_optimizer(config)
-    distill = config.distill_temp > 0 and env.action_costs is not None
+    distill = config.distill_temp > 0 and env.has_costs
     if config.online:
         # A minibatch larger than the environments spans whole steps: their gradients are
         # accumulated and applied once (optax.MultiSteps), as one minibatch would be.
@@ -152,8 +152,8 @@ def online_update(env, net, runner: Runner, config: ImitateConfig, tx, loss_of, 
         rng, k_act, k_env = jax.random.split(rng, 3)
         keys = jax.random.split(k_env, config.num_envs)
         # THE TEACHER'S LABEL and every action's cost, in the state the action is taken in
-        label = jax.vmap(env.teacher)(keys, env_state, obs)
-        costs = jax.vmap(env.action_costs)(env_state) if distill else None
+        label, costs = env.labels(keys, env_state, obs)
+        costs = costs if distill else None
         (params, opt_state), (logits, action, stepped, aux) = jax.lax.scan(
             block_step, (params, opt_state),
             (in_blocks(env_state), in_blocks(obs), in_blocks(keys), act_keys(k_act),

@@ -551,3 +551,21 @@ def policy_action(policy: Policy):
         scores, _ = policy(key, state.nodes, pod, feasible, state.cluster)
         return _action(scores, feasible, state.nodes.rank)
     return act
+
+
+def regret_action(plan):
+    """A planner with its regrets (`lookahead.planner_regrets`) as a labelling teacher of
+    this environment: `(key, state, params) -> (action, cost)`, the action `policy_action`
+    gives for the same planner and key, and cost (N + 1,) float32 >= 0 in GPUs, each node's
+    regret (+inf off the candidates) then "cannot place": 0 when no node is feasible (the
+    only action then), else +inf. So a softmax(-cost / T) over the actions allowed is
+    never empty (`train/imitate.py`'s distillation)."""
+    def act(key, state: EnvState, params: OpenBParams):
+        pod = current_pod(state, params)
+        feasible = cluster.feasible(state.nodes, pod, state.cluster)
+        scores, _, regret = plan(key, state.nodes, pod, feasible, state.cluster)
+        none = jnp.where(jnp.any(feasible), jnp.inf, 0.0)
+        return (_action(scores, feasible, state.nodes.rank),
+                jnp.concatenate([regret, none[None]]).astype(jnp.float32))
+    act.gives_costs = True
+    return act

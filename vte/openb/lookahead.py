@@ -118,7 +118,25 @@ def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
             futures: int = DEFAULTS["futures"], horizon: int = DEFAULTS["horizon"],
             start: float = DEFAULTS["start"]) -> Policy:
     """`base` with lookahead, as a policy of the replay: `(key, state, pod, feasible, spec)
-    -> (scores, shared_gpu)`.
+    -> (scores, shared_gpu)`, the first two outputs of `planner_regrets`, whose arguments
+    these are (the same choices, one definition).
+    """
+    plan = planner_regrets(base, candidates, futures, horizon, start)
+
+    def policy(key: jax.Array, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
+        scores, shared_gpu, _ = plan(key, state, pod, feasible, spec)
+        return scores, shared_gpu
+
+    policy.one_seed_at_a_time = True
+    return policy
+
+
+def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
+                    futures: int = DEFAULTS["futures"], horizon: int = DEFAULTS["horizon"],
+                    start: float = DEFAULTS["start"]):
+    """The planner with what it saw: `(key, state, pod, feasible, spec) -> (scores,
+    shared_gpu, regret)`, `planner`'s policy plus each candidate's regret, a distillation
+    target richer than the choice alone.
 
     candidates: the base policy's best nodes compared (1: the base policy itself, exactly,
     a policy that draws, Random, drawing from a key split off `key`);
@@ -127,7 +145,14 @@ def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
     (0: from the first pod), in [0, 10].
     scores: (N,) int32, `candidates` + 1 on the planner's choice, `candidates` - i on the
     base policy's i-th best node otherwise, 0 on every other node; shared_gpu: the base
-    policy's (a shared pod takes the GPU the base would give it).
+    policy's (a shared pod takes the GPU the base would give it); regret: (N,) float32 >= 0
+    in GPUs, on each candidate how far its futures end below the best candidate's in GPUs
+    allocated less GPUs fragmented (`State.frag` summed; both at the horizon, the mean over
+    the futures): a GPU left fragmented counts as one not allocated. It ranks with the
+    choice's two criteria at once, where the choice is lexicographic (OPENB.md section 12);
+    +inf on every other node. A pod that is not planned (before `start`, fewer than two
+    candidates) has regret 0 on the base's choice only; with no feasible node, +inf
+    everywhere.
     Raises ValueError on a setting outside those ranges."""
     k, m, h, start = check_settings(candidates, futures, horizon, start)
     from vte.openb.simulator import pod_step     # the replay imports the policies' module
@@ -177,7 +202,7 @@ def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
         is_candidate = (jnp.arange(feasible.shape[0])[:, None] == nodes[None]) & valid[None]
         base_order = jnp.max(jnp.where(is_candidate, k - jnp.arange(k), 0), axis=1).astype(jnp.int32)
         if k == 1:
-            return base_order, shared_gpu
+            return base_order, shared_gpu, jnp.where(base_order > 0, 0.0, jnp.inf)
 
         def plan(_):
             shapes = sample_shapes(k_future, spec, m, h)        # (M, H), shared by candidates
@@ -198,18 +223,34 @@ def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
             low = jnp.iinfo(jnp.int32).min
             used = jnp.where(valid, used, low)
             best_used = used == jnp.max(used)
-            frag = jnp.where(best_used, frag, jnp.inf)
-            best = best_used & (frag == jnp.min(frag))
+            best = best_used & (frag == jnp.min(jnp.where(best_used, frag, jnp.inf)))
             chosen = jnp.argmax(best)                                         # first in base order
             plan_order = jnp.where(jnp.arange(k) == chosen, k + 1, k - jnp.arange(k))
-            return jnp.max(jnp.where(is_candidate, plan_order[None], 0), axis=1).astype(jnp.int32)
+            # The regret's value: GPUs allocated less GPUs fragmented at the horizon, the
+            # mean over the futures. The used sums are whole milli-GPU, at most MAX_FUTURES x
+            # the cluster's GPU milli: their differences exact in int32 (masked first: no
+            # wrap-around), then float32.
+            used_gap = jnp.where(valid, jnp.max(used) - used, 0).astype(jnp.float32)
+            frag_gap = jnp.where(valid, frag - jnp.min(jnp.where(valid, frag, jnp.inf)), 0.0)
+            gap = used_gap + frag_gap
+            regret = jnp.where(valid, (gap - jnp.min(jnp.where(valid, gap, jnp.inf)))
+                               / (1000.0 * m), jnp.inf)
+            return (jnp.max(jnp.where(is_candidate, plan_order[None], 0), axis=1).astype(jnp.int32),
+                    on_nodes(regret))
+
+        def unplanned(_):
+            return base_order, on_nodes(jnp.where(valid & (jnp.arange(k) == 0), 0.0, jnp.inf))
+
+        def on_nodes(regret):        # (k,) per candidate -> (N,), +inf off the candidates
+            return jnp.min(jnp.where(is_candidate, regret[None], jnp.inf), axis=1)
 
         go = (state.arrived >= jnp.float32(start) * spec.total_gpu_milli) & (jnp.sum(valid) >= 2)
-        return jax.lax.cond(go, plan, lambda _: base_order, None), shared_gpu
+        scores, regret = jax.lax.cond(go, plan, unplanned, None)
+        return scores, shared_gpu, regret
 
     policy.one_seed_at_a_time = True
     return policy
 
 
-__all__ = ["planner", "DEFAULTS", "check_settings", "sample_futures", "sample_shapes", "shape_pods",
+__all__ = ["planner", "planner_regrets", "DEFAULTS", "check_settings", "sample_futures", "sample_shapes", "shape_pods",
            "shape_tables", "node_column", "top_nodes", "MAX_FUTURES"]

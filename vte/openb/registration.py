@@ -247,22 +247,27 @@ def teacher_action(name: str, config):
     and `plan:<base>`, the lookahead planner (`lookahead.planner`, with `plan_settings`)
     over FGD or over `base`, a published policy or an OpenB run directory, whose network is
     loaded once and held fixed (expert iteration: the planner over the last round's
-    network labels the next round). ValueError when `base` is neither."""
+    network labels the next round). With `config.plan_costs` the teacher gives `(action,
+    cost)`, every action's cost its regret in GPUs (`env.regret_action`, marked
+    `gives_costs`), for the trainer's distillation. ValueError when `base` is neither."""
     import os
 
-    from vte.openb.lookahead import planner
+    from vte.openb.lookahead import planner, planner_regrets
     from vte.openb.policies import POLICIES
     if name == "plan_fgd":
-        return oenv.policy_action(planner(POLICIES["fgd"], **_plan_settings(config)))
-    if not name.startswith(PLAN):
+        base = "fgd"
+    elif name.startswith(PLAN):
+        base = name[len(PLAN):]
+    else:
         return None
-    base = name[len(PLAN):]
     if base in POLICIES:
         policy = POLICIES[base]
     elif os.path.isdir(base):
         policy = learned_policy(base, max(len(load_node_table(config.nodes).models), 1))
     else:
         raise ValueError(f"{base!r} is neither a published policy nor a directory")
+    if getattr(config, "plan_costs", False):
+        return oenv.regret_action(planner_regrets(policy, **_plan_settings(config)))
     return oenv.policy_action(planner(policy, **_plan_settings(config)))
 
 
