@@ -64,6 +64,30 @@ def test_planner_worked_by_hand_on_two_nodes(tmp_path, future_milli, why, regret
     np.testing.assert_allclose(np.asarray(got), regret, atol=1e-6)
 
 
+def test_pods_first_prefers_the_candidate_whose_futures_fail_fewer_pods(tmp_path):
+    # n0: 32 cores, n1: 8 cores, one idle GPU each. The pod in hand asks 8 cores and no GPU;
+    # the future pod 30 cores and no GPU. On n0 the future pod fits nowhere (24 and 8 cores
+    # left); on n1 it fits n0. No GPU is allocated either way, and every GPU is a fragment
+    # at the end either way (the 30-core shape fits no node then): a tie the base's order
+    # breaks (n0), unless the pods bound decide (n1).
+    nodes = small_nodes(tmp_path, [("n0", 32000, 65536, 1, "T4"), ("n1", 8000, 65536, 1, "T4")])
+    shape = cluster.with_counts(Typical(
+        cpu_milli=jnp.array([30000], jnp.int32), gpu_milli=jnp.array([0], jnp.int32),
+        num_gpus=jnp.array([0], jnp.int32), model_mask=jnp.array([0], jnp.int32),
+        prob=jnp.array([1.0], jnp.float32)))
+    spec, state = setup(nodes, shape)
+    the_pod = pod(cpu=8000, num_gpus=0)
+    feasible = cluster.feasible(state, the_pod, spec)
+    key = jax.random.PRNGKey(0)
+    for pods_first, node in ((False, 0), (True, 1)):
+        plan = lookahead.planner(most_free, candidates=2, futures=1, horizon=1,
+                                 pods_first=pods_first)
+        scores, _ = jax.jit(plan)(key, state, the_pod, feasible, spec)
+        assert int(cluster.select(scores, feasible, state.rank)) == node, pods_first
+    with pytest.raises(ValueError, match="pods_first=1 is invalid: allowed True or False"):
+        lookahead.planner(most_free, pods_first=1)
+
+
 def test_regrets_are_infinite_off_the_candidates_and_zero_on_an_unplanned_choice(tmp_path):
     # Three nodes, two candidates: the third node is never compared. Then one candidate
     # (no planning): regret 0 on the base's choice, +inf elsewhere; no node feasible:
@@ -221,6 +245,18 @@ def test_command_replays_a_planner_beside_its_base_and_checks_its_settings_first
     rows = result["policies"]
     assert list(rows) == ["fgd", "plan:fgd"]
     assert rows["plan:fgd"]["alloc_at_end"]["mean"] > 0 and rows["plan:fgd"]["runs_computed"] == 1
+    # --plan-pods-first reaches the planner (its choices: the hand-worked test above).
+    seen = []
+    real = lookahead.planner
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("pods_first"))
+        return real(*args, **kwargs)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lookahead, "planner", spy)
+        openb_main(argv + ["--policies", "plan:fgd", "--plan-candidates", "2", "--plan-futures",
+                           "2", "--plan-horizon", "3", "--plan-pods-first"])
+    assert seen == [True]
     for bad, message in ((["--policies", "fgd,plan:tetris"], "unknown \\['plan:tetris'\\]"),
                          (["--policies", "plan:fgd", "--plan-futures", "0"], "futures=0 is invalid"),
                          (["--policies", "plan:fgd", "--plan-start", "11"], "start=11.0 is invalid")):

@@ -274,6 +274,8 @@ def test_a_comma_joined_trace_trains_one_bank_of_each_trace(trace_files, tmp_pat
     (["--env", "openb", "--teacher", "fgd", "--plan-costs"],
      "--plan-costs=True is invalid: allowed False unless the teacher plans"),
     (["--plan-costs"], "--plan-costs=True is invalid: allowed False unless the teacher plans"),
+    (["--env", "openb", "--teacher", "fgd", "--plan-pods-first"],
+     "--plan-pods-first=True is invalid: allowed False unless the teacher plans"),
     (["--env", "openb", "--teacher", "plan_fgd", "--plan-costs", "--distill-temp", "0"],
      "--plan-costs=True is invalid: allowed False with --distill-temp 0"),
 ])
@@ -398,6 +400,21 @@ def test_the_lookahead_teacher_labels_a_state_with_the_planners_node(trace_files
     labels, direct, choices = jax.jit(jax.vmap(both))(jax.random.split(jax.random.PRNGKey(3), 8))
     np.testing.assert_array_equal(labels, direct)
     assert (choices >= 2).any()                    # some label was a real choice
+    # --plan-pods-first: the teacher is the planner with pods_first, recorded in config.json.
+    seen = []
+    real = lookahead.planner
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("pods_first"))
+        return real(*args, **kwargs)
+    first = ImitateConfig.from_args(tiny(trace_files, 5) + ["--teacher", "plan_fgd",
+                                                            "--plan-pods-first"] + settings)
+    assert first.to_dict()["plan_pods_first"] is True
+    assert ImitateConfig.from_dict(first.to_dict()) == first
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lookahead, "planner", spy)
+        make_env(first)
+    assert seen == [True]
 
 
 @pytest.mark.slow   # compiles the planner, trains

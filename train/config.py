@@ -41,7 +41,8 @@ PLAN_BEFORE_FLAGS = {"plan_candidates": 4, "plan_futures": 8, "plan_horizon": 8}
 ADDED_LATER = {"env": "synthetic", "teacher": "optimal", "distill_temp": 0.0,
                "distill_coef": 1.0, "samples_per_state": 1, "all_actions": False,
                "critic_warmup": 0, "online": False, "plan_candidates": None,
-               "plan_futures": None, "plan_horizon": None, "plan_costs": False}
+               "plan_futures": None, "plan_horizon": None, "plan_costs": False,
+               "plan_pods_first": False}
 for _env in ENVS:
     ADDED_LATER.update(registry.registration(_env).defaults)
 # Fields stored under "env" in config.json (the layout every saved run has): the name and
@@ -418,6 +419,10 @@ class ImitateConfig(TrainConfig):
     plan_horizon: int | None = flag(
         None, "a planning teacher: pods per future, 1..4096; default: the planner's own",
         low=1, group="algorithm")
+    plan_pods_first: bool = flag(
+        False, "a planning teacher: between candidates that allocate as much, the one whose "
+        "futures bind more pods (fail fewer, CPU-only pods too) first, then less "
+        "fragmentation (python -m vte.openb's --plan-pods-first)", group="algorithm")
     plan_costs: bool = flag(
         False, "a planning teacher also gives each candidate node its regret: how far its "
         "futures end below the best candidate's in GPUs allocated less GPUs fragmented (mean "
@@ -453,6 +458,9 @@ class ImitateConfig(TrainConfig):
                 raise invalid(name, getattr(self, name), "no value (the planner's own) unless "
                               "the teacher plans (--env openb --teacher plan_fgd or "
                               "plan:<base>)", depends=("teacher",))
+        if self.plan_pods_first and settings is None:
+            raise invalid("plan_pods_first", True, "False unless the teacher plans (--env "
+                          "openb --teacher plan_fgd or plan:<base>)", depends=("teacher",))
         if self.plan_costs and settings is None:
             raise invalid("plan_costs", True, "False unless the teacher plans (--env openb "
                           "--teacher plan_fgd or plan:<base>)", depends=("teacher",))

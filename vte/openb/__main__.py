@@ -142,6 +142,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--plan-start", type=float, default=plan["start"],
                         help="plan:<base>: plan once the arrived GPU demand reaches this "
                              f"fraction of the cluster's GPUs (default {plan['start']}: every pod)")
+    parser.add_argument("--plan-pods-first", action="store_true",
+                        help="plan:<base>: between candidates that allocate as much, the one "
+                             "whose futures bind more pods first, then less fragmentation")
     parser.add_argument("--bound", action="store_true", help="also the upper bound on GPU "
                         "allocation (`vte.openb.bound`, an LP per seed; needs scipy) and each "
                         "policy's share of the gap between Random or FGD and it")
@@ -184,7 +187,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     def policy(name):
         if name.startswith(PLAN):
-            return lookahead.planner(policy(name[len(PLAN):]), *plan_settings)
+            return lookahead.planner(policy(name[len(PLAN):]), *plan_settings,
+                                     pods_first=args.plan_pods_first)
         if os.path.isdir(name):
             return _learned(name, max(len(nodes.models), 1))
         return policy_by_name(name, nodes.models)

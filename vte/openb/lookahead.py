@@ -16,7 +16,8 @@ difference between candidates is the placement's, not the draw's.
 
 Ties (the usual case while the cluster has room: every future pod fits whatever the
 candidate) go to the candidate whose futures end with less fragmentation (`State.frag`,
-summed), then to the base policy's order. A sampled future pod asks for no memory (the
+summed), then to the base policy's order; with `pods_first`, first to the candidate whose
+futures bind more pods (CPU-only ones too, which allocate no GPU). A sampled future pod asks for no memory (the
 typical pods have no memory field; memory binds almost never on the bundled nodes).
 
 Cost: `candidates x futures x horizon` base-policy steps per planned decision, all
@@ -116,12 +117,12 @@ DEFAULTS = {"candidates": 4, "futures": 8, "horizon": 8, "start": 0.0}   # `plan
 
 def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
             futures: int = DEFAULTS["futures"], horizon: int = DEFAULTS["horizon"],
-            start: float = DEFAULTS["start"]) -> Policy:
+            start: float = DEFAULTS["start"], pods_first: bool = False) -> Policy:
     """`base` with lookahead, as a policy of the replay: `(key, state, pod, feasible, spec)
     -> (scores, shared_gpu)`, the first two outputs of `planner_regrets`, whose arguments
     these are (the same choices, one definition).
     """
-    plan = planner_regrets(base, candidates, futures, horizon, start)
+    plan = planner_regrets(base, candidates, futures, horizon, start, pods_first)
 
     def policy(key: jax.Array, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
         scores, shared_gpu, _ = plan(key, state, pod, feasible, spec)
@@ -133,7 +134,7 @@ def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
 
 def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
                     futures: int = DEFAULTS["futures"], horizon: int = DEFAULTS["horizon"],
-                    start: float = DEFAULTS["start"]):
+                    start: float = DEFAULTS["start"], pods_first: bool = False):
     """The planner with what it saw: `(key, state, pod, feasible, spec) -> (scores,
     shared_gpu, regret)`, `planner`'s policy plus each candidate's regret, a distillation
     target richer than the choice alone.
@@ -142,7 +143,9 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
     a policy that draws, Random, drawing from a key split off `key`);
     futures: sampled pod sequences per candidate, in [1, 256]; horizon: pods per sequence;
     start: plan once the arrived GPU demand is at least `start` x the cluster's GPU milli
-    (0: from the first pod), in [0, 10].
+    (0: from the first pod), in [0, 10]; pods_first: between candidates that allocate as
+    much, the one whose futures bind more pods (fail fewer) wins before the fragmentation
+    tie-break (CPU-only pods, which allocate no GPU, count there).
     scores: (N,) int32, `candidates` + 1 on the planner's choice, `candidates` - i on the
     base policy's i-th best node otherwise, 0 on every other node; shared_gpu: the base
     policy's (a shared pod takes the GPU the base would give it); regret: (N,) float32 >= 0
@@ -155,13 +158,16 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
     everywhere.
     Raises ValueError on a setting outside those ranges."""
     k, m, h, start = check_settings(candidates, futures, horizon, start)
+    if not isinstance(pods_first, bool):
+        raise ValueError(f"pods_first={pods_first!r} is invalid: allowed True or False")
     from vte.openb.simulator import pod_step     # the replay imports the policies' module
 
     local = base in NODE_LOCAL
 
     def rollout(state: State, shapes: jax.Array, keys: jax.Array, tables, spec: Spec):
-        """Milli-GPU allocated and the cluster's fragmentation after the typical shapes
-        `shapes` (H,) are submitted under base, from `state` (the pod in hand bound).
+        """Milli-GPU allocated, the cluster's fragmentation and the pods bound after the
+        typical shapes `shapes` (H,) are submitted under base, from `state` (the pod in hand
+        bound).
 
         A node-local base reads its scores from `tables`: (`shape_tables` before the pod in
         hand, (node,) the pod's node, its column after); every node a rollout changes gets
@@ -192,7 +198,7 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
             return (s, touched, overlay), None
         (end, _, _), _ = jax.lax.scan(body, (state, touched, overlay),
                                       (jnp.arange(h), shapes, keys))
-        return cluster.used_milli(end, spec), jnp.sum(end.frag)
+        return cluster.used_milli(end, spec), jnp.sum(end.frag), jnp.sum(end.pods)
 
     def policy(key: jax.Array, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
         # Three keys: the base's draws (Random's), the futures', the rollouts'.
@@ -214,15 +220,19 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
                                                      jnp.bool_(True)), pod)
                 mine = ((tables, node, node_column(base, k_base, after, spec, node))
                         if local else None)
-                used, frag = jax.vmap(rollout, (None, 0, 0, None, None))(after, shapes, keys,
-                                                                         mine, spec)
-                return jnp.sum(used), jnp.sum(frag)
+                used, frag, bound = jax.vmap(rollout, (None, 0, 0, None, None))(
+                    after, shapes, keys, mine, spec)
+                return jnp.sum(used), jnp.sum(frag), jnp.sum(bound)
 
-            used, frag = jax.vmap(candidate)(nodes)                          # (k,), (k,)
-            # Lexicographic: most allocated, then least fragmentation, then the base's order.
+            used, frag, bound = jax.vmap(candidate)(nodes)                   # (k,) each
+            # Lexicographic: most allocated, (pods_first: most pods bound,) then least
+            # fragmentation, then the base's order.
             low = jnp.iinfo(jnp.int32).min
             used = jnp.where(valid, used, low)
             best_used = used == jnp.max(used)
+            if pods_first:
+                bound = jnp.where(best_used, bound, low)
+                best_used = best_used & (bound == jnp.max(bound))
             best = best_used & (frag == jnp.min(jnp.where(best_used, frag, jnp.inf)))
             chosen = jnp.argmax(best)                                         # first in base order
             plan_order = jnp.where(jnp.arange(k) == chosen, k + 1, k - jnp.arange(k))

@@ -247,7 +247,7 @@ def teacher_action(name: str, config):
     and `plan:<base>`, the lookahead planner (`lookahead.planner`, with `plan_settings`)
     over FGD or over `base`, a published policy or an OpenB run directory, whose network is
     loaded once and held fixed (expert iteration: the planner over the last round's
-    network labels the next round). With `config.plan_costs` the teacher gives `(action,
+    network labels the next round); `config.plan_pods_first` its `pods_first`. With `config.plan_costs` the teacher gives `(action,
     cost)`, every action's cost its regret in GPUs (`env.regret_action`, marked
     `gives_costs`), for the trainer's distillation. ValueError when `base` is neither."""
     import os
@@ -266,9 +266,10 @@ def teacher_action(name: str, config):
         policy = learned_policy(base, max(len(load_node_table(config.nodes).models), 1))
     else:
         raise ValueError(f"{base!r} is neither a published policy nor a directory")
+    settings = {**_plan_settings(config), "pods_first": getattr(config, "plan_pods_first", False)}
     if getattr(config, "plan_costs", False):
-        return oenv.regret_action(planner_regrets(policy, **_plan_settings(config)))
-    return oenv.policy_action(planner(policy, **_plan_settings(config)))
+        return oenv.regret_action(planner_regrets(policy, **settings))
+    return oenv.policy_action(planner(policy, **settings))
 
 
 def observed_policies() -> dict:
