@@ -78,13 +78,9 @@ class TrainEnv:
         """(label, cost) of a batch of states: label (B,) int32 the teacher's action or None
         without a teacher; cost (B, A) float32 every action's cost, from the teacher when it
         gives them (`teacher_costs`), else the environment's (`action_costs`), or None."""
-        if self.teacher is None:
-            label = None
-        elif self.teacher_costs:
-            label, costs = jax.vmap(self.teacher)(keys, states, obs)
-            return label, costs
-        else:
-            label = jax.vmap(self.teacher)(keys, states, obs)
+        if self.teacher is not None and self.teacher_costs:
+            return jax.vmap(self.teacher)(keys, states, obs)
+        label = jax.vmap(self.teacher)(keys, states, obs) if self.teacher is not None else None
         costs = (jax.vmap(self.action_costs)(states) if self.action_costs is not None
                  else None)
         return label, costs
