@@ -17,8 +17,9 @@ difference between candidates is the placement's, not the draw's.
 Ties (the usual case while the cluster has room: every future pod fits whatever the
 candidate) go to the candidate whose futures end with less fragmentation (`State.frag`,
 summed), then to the base policy's order; with `pods_first`, first to the candidate whose
-futures bind more pods (CPU-only ones too, which allocate no GPU). A sampled future pod asks for no memory (the
-typical pods have no memory field; memory binds almost never on the bundled nodes).
+futures bind more pods (CPU-only ones too, which allocate no GPU). A sampled future pod
+asks for no memory (the typical pods have no memory field; memory binds almost never on
+the bundled nodes).
 
 Cost: `candidates x futures x horizon` base-policy steps per planned decision, all
 `candidates x futures` rollouts of a decision in one vmapped call. For a node-local base
@@ -152,8 +153,8 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
     in GPUs, on each candidate how far its futures end below the best candidate's in GPUs
     allocated less GPUs fragmented (`State.frag` summed; both at the horizon, the mean over
     the futures): a GPU left fragmented counts as one not allocated. It ranks with the
-    choice's two criteria at once, where the choice is lexicographic (OPENB.md section 12);
-    +inf on every other node. A pod that is not planned (before `start`, fewer than two
+    choice's two criteria at once, where the choice is lexicographic (OPENB.md section 12;
+    the pods bound of `pods_first` are not in it); +inf on every other node. A pod that is not planned (before `start`, fewer than two
     candidates) has regret 0 on the base's choice only; with no feasible node, +inf
     everywhere.
     Raises ValueError on a setting outside those ranges."""
@@ -262,5 +263,6 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
     return policy
 
 
-__all__ = ["planner", "planner_regrets", "DEFAULTS", "check_settings", "sample_futures", "sample_shapes", "shape_pods",
-           "shape_tables", "node_column", "top_nodes", "MAX_FUTURES"]
+__all__ = ["planner", "planner_regrets", "DEFAULTS", "check_settings", "sample_futures",
+           "sample_shapes", "shape_pods", "shape_tables", "node_column", "top_nodes",
+           "MAX_FUTURES"]

@@ -247,9 +247,10 @@ def teacher_action(name: str, config):
     and `plan:<base>`, the lookahead planner (`lookahead.planner`, with `plan_settings`)
     over FGD or over `base`, a published policy or an OpenB run directory, whose network is
     loaded once and held fixed (expert iteration: the planner over the last round's
-    network labels the next round); `config.plan_pods_first` its `pods_first`. With `config.plan_costs` the teacher gives `(action,
-    cost)`, every action's cost its regret in GPUs (`env.regret_action`, marked
-    `gives_costs`), for the trainer's distillation. ValueError when `base` is neither."""
+    network labels the next round); `config.plan_pods_first` is its `pods_first`. With
+    `config.plan_costs` the teacher gives `(action, cost)`, every action's cost its regret
+    in GPUs (`env.regret_action`, marked `gives_costs`), for the trainer's distillation.
+    ValueError when `base` is neither."""
     import os
 
     from vte.openb.lookahead import planner, planner_regrets
