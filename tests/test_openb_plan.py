@@ -240,11 +240,6 @@ def test_command_replays_a_planner_beside_its_base_and_checks_its_settings_first
     nodes, pods = small_trace(tmp_path)
     argv = ["--nodes", nodes.path, "--pods", pods.path, "--seeds", "1", "--no-progress",
             "--cache", "none"]
-    result = openb_main(argv + ["--policies", "fgd,plan:fgd", "--plan-candidates", "2",
-                                "--plan-futures", "2", "--plan-horizon", "3"])
-    rows = result["policies"]
-    assert list(rows) == ["fgd", "plan:fgd"]
-    assert rows["plan:fgd"]["alloc_at_end"]["mean"] > 0 and rows["plan:fgd"]["runs_computed"] == 1
     # --plan-pods-first reaches the planner (its choices: the hand-worked test above).
     seen = []
     real = lookahead.planner
@@ -254,9 +249,13 @@ def test_command_replays_a_planner_beside_its_base_and_checks_its_settings_first
         return real(*args, **kwargs)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(lookahead, "planner", spy)
-        openb_main(argv + ["--policies", "plan:fgd", "--plan-candidates", "2", "--plan-futures",
-                           "2", "--plan-horizon", "3", "--plan-pods-first"])
+        result = openb_main(argv + ["--policies", "fgd,plan:fgd", "--plan-candidates", "2",
+                                    "--plan-futures", "2", "--plan-horizon", "3",
+                                    "--plan-pods-first"])
     assert seen == [True]
+    rows = result["policies"]
+    assert list(rows) == ["fgd", "plan:fgd"]
+    assert rows["plan:fgd"]["alloc_at_end"]["mean"] > 0 and rows["plan:fgd"]["runs_computed"] == 1
     for bad, message in ((["--policies", "fgd,plan:tetris"], "unknown \\['plan:tetris'\\]"),
                          (["--policies", "plan:fgd", "--plan-futures", "0"], "futures=0 is invalid"),
                          (["--policies", "plan:fgd", "--plan-start", "11"], "start=11.0 is invalid")):
