@@ -15,9 +15,10 @@ update collects `num_steps` decisions in `num_envs` environments, then runs
 logits and the label, plus (on synthetic clusters, and on OpenB with a planning teacher's
 `--plan-costs`, its regrets: `--distill-temp`) the cross-entropy to softmax(-cost / T) over
 the feasible actions, a ranking of every node by its cost rather than the optimum alone;
-each phase is a `lax.scan` in one jitted function, vmapped over `--seeds`. The value head regresses the reward of the behaviour policy (the
-critic PPO uses at its default `--gamma 0`), so a PPO warm start gets a trained critic
-too. Same outputs as `train/ppo.py` (`train/run.py`).
+each phase is a `lax.scan` in one jitted function, vmapped over `--seeds`. The value
+head regresses the reward of the behaviour policy (the critic PPO uses at its default
+`--gamma 0`), so a PPO warm start gets a trained critic too. Same outputs as
+`train/ppo.py` (`train/run.py`).
 
 `--online` (the default, one epoch) learns while collecting: in each step the
 environments are taken in blocks of a minibatch (or whole steps whose gradients are

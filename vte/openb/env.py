@@ -546,11 +546,16 @@ def policy_action(policy: Policy):
     `(key, state, params) -> action`, the node it would pick (ties to the smallest rank), or
     "cannot place" when none fits. The GPU rule is the environment's (`GPU_RULE`)."""
     def act(key, state: EnvState, params: OpenBParams) -> jax.Array:
-        pod = current_pod(state, params)
-        feasible = cluster.feasible(state.nodes, pod, state.cluster)
-        scores, _ = policy(key, state.nodes, pod, feasible, state.cluster)
+        (scores, _), feasible = _run_policy(policy, key, state, params)
         return _action(scores, feasible, state.nodes.rank)
     return act
+
+
+def _run_policy(policy, key, state: EnvState, params: OpenBParams):
+    """A replay policy's outputs on the pod in hand, and the (N,) feasible nodes."""
+    pod = current_pod(state, params)
+    feasible = cluster.feasible(state.nodes, pod, state.cluster)
+    return policy(key, state.nodes, pod, feasible, state.cluster), feasible
 
 
 def regret_action(plan):
@@ -561,9 +566,7 @@ def regret_action(plan):
     only action then), else +inf. So a softmax(-cost / T) over the actions allowed is
     never empty (`train/imitate.py`'s distillation)."""
     def act(key, state: EnvState, params: OpenBParams):
-        pod = current_pod(state, params)
-        feasible = cluster.feasible(state.nodes, pod, state.cluster)
-        scores, _, regret = plan(key, state.nodes, pod, feasible, state.cluster)
+        (scores, _, regret), feasible = _run_policy(plan, key, state, params)
         none = jnp.where(jnp.any(feasible), jnp.inf, 0.0)
         return (_action(scores, feasible, state.nodes.rank),
                 jnp.concatenate([regret, none[None]]).astype(jnp.float32))

@@ -154,9 +154,9 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
     allocated less GPUs fragmented (`State.frag` summed; both at the horizon, the mean over
     the futures): a GPU left fragmented counts as one not allocated. It ranks with the
     choice's two criteria at once, where the choice is lexicographic (OPENB.md section 12;
-    the pods bound of `pods_first` are not in it); +inf on every other node. A pod that is not planned (before `start`, fewer than two
-    candidates) has regret 0 on the base's choice only; with no feasible node, +inf
-    everywhere.
+    the pods bound of `pods_first` are not in it); +inf on every other node. A pod that is
+    not planned (before `start`, fewer than two candidates) has regret 0 on the base's
+    choice only; with no feasible node, +inf everywhere.
     Raises ValueError on a setting outside those ranges."""
     k, m, h, start = check_settings(candidates, futures, horizon, start)
     if not isinstance(pods_first, bool):
