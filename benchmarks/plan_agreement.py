@@ -2,6 +2,7 @@
 
     python benchmarks/plan_agreement.py                      # 16 sub-clusters of 64 nodes
     python benchmarks/plan_agreement.py --futures 32 --json out.json
+    python benchmarks/plan_agreement.py --horizon 32 --pods-first
 
 Distilling the planner (`train/imitate.py --env openb --teacher plan_fgd`) trains the
 network on one planner decision per state. The planner draws its futures from its key
@@ -34,12 +35,14 @@ from vte.openb.registration import TRAIN_SEED0  # noqa: E402
 
 def agreement(pods: str = "default", num_nodes: int = 64, envs: int = 16, steps: int = 48,
               start: int = 6, every: int = 3, futures: int = DEFAULTS["futures"],
-              seed: int = 0) -> dict:
-    """Counts of planner/planner and planner/FGD agreement over the labelled states."""
+              seed: int = 0, horizon: int = DEFAULTS["horizon"], pods_first: bool = False) -> dict:
+    """Counts of planner/planner and planner/FGD agreement over the labelled states; the
+    planner over FGD with `futures`, `horizon` and `pods_first` (`lookahead.planner`)."""
     env, params = vte.make("OpenB-v0", pods=pods, subset=num_nodes,
                            seeds=range(TRAIN_SEED0, TRAIN_SEED0 + envs))
     fgd = oenv.policy_action(POLICIES["fgd"])
-    plan = oenv.policy_action(planner(POLICIES["fgd"], futures=futures))
+    plan = oenv.policy_action(planner(POLICIES["fgd"], futures=futures, horizon=horizon,
+                                                pods_first=pods_first))
 
     def batched(policy):
         return jax.jit(lambda k, s: jax.vmap(policy, (0, 0, None))(jax.random.split(k, envs),
@@ -59,7 +62,8 @@ def agreement(pods: str = "default", num_nodes: int = 64, envs: int = 16, steps:
             with_fgd += int((a == np.asarray(action)).sum())
             states += envs
         state = step(k_fgd, state, action)
-    return {"pods": pods, "num_nodes": num_nodes, "futures": futures, "states": states,
+    return {"pods": pods, "num_nodes": num_nodes, "futures": futures, "horizon": horizon,
+            "pods_first": pods_first, "states": states,
             "planner_with_itself": same / max(states, 1),
             "planner_with_fgd": with_fgd / max(states, 1)}
 
@@ -75,17 +79,22 @@ def main(argv=None) -> dict:
     p.add_argument("--every", type=int, default=3, help="label every this many decisions")
     p.add_argument("--futures", type=int, default=DEFAULTS["futures"],
                    help="the planner's sampled futures per candidate")
+    p.add_argument("--horizon", type=int, default=DEFAULTS["horizon"],
+                   help="pods per sampled future")
+    p.add_argument("--pods-first", action="store_true",
+                   help="the planner's pods-first tie-break (`--plan-pods-first`)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write the figures here")
     args = p.parse_args(argv)
-    for name in ("num_nodes", "envs", "steps", "every", "futures"):
+    for name in ("num_nodes", "envs", "steps", "every", "futures", "horizon"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if not 0 <= args.start < args.steps:
         p.error(f"--start must be in [0, --steps), got {args.start}")
     result = agreement(args.pods, args.num_nodes, args.envs, args.steps, args.start,
-                       args.every, args.futures, args.seed)
-    print(f"{result['states']} states, {args.futures} futures: the planner agrees with itself "
+                       args.every, args.futures, args.seed, args.horizon, args.pods_first)
+    print(f"{result['states']} states, {args.futures} futures of {args.horizon} pods"
+          f"{' (pods first)' if args.pods_first else ''}: the planner agrees with itself "
           f"(another key) on {result['planner_with_itself']:.3f}, with FGD on "
           f"{result['planner_with_fgd']:.3f}")
     if args.json:

@@ -427,13 +427,17 @@ def test_plan_agreement_labels_each_state_twice_by_the_planner_and_once_by_fgd(t
     out = tmp_path / "agree.json"
     result = plan_agreement.main(["--num-nodes", "8", "--envs", "2", "--steps", "4",
                                   "--start", "1", "--every", "2", "--futures", "2",
-                                  "--json", str(out)])
+                                  "--horizon", "3", "--pods-first", "--json", str(out)])
     assert result["states"] == 2 * 2                # decisions 1 and 3 of two environments
+    assert (result["futures"], result["horizon"], result["pods_first"]) == (2, 3, True)
     for share in ("planner_with_itself", "planner_with_fgd"):
         assert result[share] * result["states"] == pytest.approx(
             round(result[share] * result["states"]))   # whole counts of states
         assert 0.0 <= result[share] <= 1.0
     assert json.loads(out.read_text()) == result
-    assert f"{result['states']} states, 2 futures" in capsys.readouterr().out
+    assert (f"{result['states']} states, 2 futures of 3 pods (pods first)"
+            in capsys.readouterr().out)
     with pytest.raises(SystemExit):
         plan_agreement.main(["--start", "48"])
+    with pytest.raises(SystemExit):
+        plan_agreement.main(["--horizon", "0"])
