@@ -42,7 +42,7 @@ def agreement(pods: str = "default", num_nodes: int = 64, envs: int = 16, steps:
                            seeds=range(TRAIN_SEED0, TRAIN_SEED0 + envs))
     fgd = oenv.policy_action(POLICIES["fgd"])
     plan = oenv.policy_action(planner(POLICIES["fgd"], futures=futures, horizon=horizon,
-                                                pods_first=pods_first))
+                                      pods_first=pods_first))
 
     def batched(policy):
         return jax.jit(lambda k, s: jax.vmap(policy, (0, 0, None))(jax.random.split(k, envs),

@@ -536,8 +536,8 @@ def test_a_shipped_distilled_scheduler_loads_and_still_beats_fgd_on_a_slice_of_t
         run):
     """The networks shipped in `train/results/` (FGD imitation, then one or two rounds of
     imitation of the lookahead planner over FGD, then one over round 2's network; and the
-    64-unit network of three rounds on a bank of three traces; benchmarks/RESULTS.md) load
-    through their checksum
+    64-unit network of FGD imitation and three planner rounds on a bank of traces, the last
+    on three; benchmarks/RESULTS.md) load through their checksum
     and, on every 25th node of the bundled cluster (49 nodes, 233 GPUs, six GPU models) and
     seeds 42..45 of `default`, allocate more GPUs at the end than FGD on average and more
     than BestFit on every seed. A change to the observation or the network that the shipped
