@@ -145,6 +145,58 @@ def test_node_local_rollouts_choose_exactly_as_full_rescoring(tmp_path, name):
                                    spec, batch, ranks, keys, chunk=64) for b in (base, _opaque(base)))
     for field in ("placed", "used", "frag"):
         np.testing.assert_array_equal(getattr(fast, field), getattr(full, field))
+    # An opaque base whose futures are played by the node-local policy: its candidates and
+    # the node-local rollouts, the same choices again.
+    split = simulator.replay(lookahead.planner(_opaque(base), candidates=3, futures=3, horizon=5,
+                                               rollouts=base), spec, batch, ranks, keys, chunk=64)
+    for field in ("placed", "used", "frag"):
+        np.testing.assert_array_equal(getattr(split, field), getattr(fast, field))
+
+
+def test_the_rollout_policy_is_the_one_that_places_the_futures(tmp_path):
+    # A spreading base (most_free) whose futures FGD plays: other choices than with its own
+    # rollouts, and the same with FGD's node-local rollouts as with FGD rescoring every node.
+    nodes, pods = small_trace(tmp_path, pods=50)
+    spec = cluster.make_spec(nodes, workload.typical_pods(pods))
+    works = [workload.build_workload(pods, nodes, 5, 1.3)]
+    batch, ranks = workload.pod_arrays(pods, works), np.stack([w.rank for w in works])
+    keys = jax.vmap(jax.random.PRNGKey)(np.array([5], np.uint32))
+    own, fast, full = (
+        simulator.replay(lookahead.planner(most_free, candidates=3, futures=3, horizon=5,
+                                           rollouts=r), spec, batch, ranks, keys, chunk=64)
+        for r in (None, policies.fgd, _opaque(policies.fgd)))
+    assert not np.array_equal(own.placed, fast.placed)
+    for field in ("placed", "used", "frag"):
+        np.testing.assert_array_equal(getattr(fast, field), getattr(full, field))
+
+
+def test_the_choice_by_evidence_worked_by_hand():
+    # Candidate 0 is the base's best. Gains over it (milli-GPU allocated less fragmented,
+    # per future): candidate 1 +1000, +1000, -1000, +1000 (mean 500, sample sd 1000, standard
+    # error 500); candidate 2 +300 on every future (sd 0); candidate 3 invalid.
+    used = jnp.array([[5000] * 4, [6000, 6000, 4000, 6000], [5300] * 4, [9000] * 4], jnp.int32)
+    frag = jnp.zeros((4, 4), jnp.float32)
+    valid = jnp.array([True, True, True, False])
+    choose = jax.jit(lookahead._by_evidence, static_argnums=3)
+    assert int(choose(used, frag, valid, 0.9)) == 1      # 500 > 0.9 x 500: the larger mean
+    assert int(choose(used, frag, valid, 1.1)) == 2      # 500 < 550: candidate 1 fails
+    # Fragmentation counts as allocation lost: 400 more milli fragmented on candidate 2.
+    assert int(choose(used, frag.at[2].set(400.0), valid, 1.1)) == 0   # nothing passes
+    # Gains of 0 never move the choice (no evidence), whatever z.
+    assert int(choose(jnp.full((4, 4), 5000, jnp.int32), frag, valid, 1e-6)) == 0
+    # Every candidate on the base's best alone: no NaN, candidate 0.
+    assert int(choose(used, frag, jnp.array([True, False, False, False]), 2.0)) == 0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"confidence": -1.0}, "confidence=-1.0 is invalid: allowed a number in [0, 10]"),
+    ({"confidence": 11}, "confidence=11 is invalid: allowed a number in [0, 10]"),
+    ({"confidence": 2.0, "futures": 1}, "confidence=2.0 needs futures >= 2"),
+    ({"confidence": 2.0, "pods_first": True}, "confidence=2.0 and pods_first are two different"),
+])
+def test_the_evidence_settings_are_checked(kwargs, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        lookahead.planner(policies.fgd, **kwargs)
 
 
 @pytest.mark.slow
@@ -245,19 +297,29 @@ def test_command_replays_a_planner_beside_its_base_and_checks_its_settings_first
     real = lookahead.planner
 
     def spy(*args, **kwargs):
-        seen.append(kwargs.get("pods_first"))
+        seen.append((kwargs.get("pods_first"), kwargs.get("rollouts"), kwargs.get("confidence")))
         return real(*args, **kwargs)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(lookahead, "planner", spy)
         result = openb_main(argv + ["--policies", "fgd,plan:fgd", "--plan-candidates", "2",
                                     "--plan-futures", "2", "--plan-horizon", "3",
                                     "--plan-pods-first"])
-    assert seen == [True]
+        assert seen == [(True, None, 0.0)]
+        openb_main(argv + ["--policies", "plan:best_fit", "--plan-candidates", "2",
+                           "--plan-futures", "2", "--plan-horizon", "3",
+                           "--plan-rollouts", "fgd", "--plan-confidence", "1.5"])
+        assert seen[1] == (False, policies.fgd, 1.5)
     rows = result["policies"]
     assert list(rows) == ["fgd", "plan:fgd"]
     assert rows["plan:fgd"]["alloc_at_end"]["mean"] > 0 and rows["plan:fgd"]["runs_computed"] == 1
     for bad, message in ((["--policies", "fgd,plan:tetris"], "unknown \\['plan:tetris'\\]"),
                          (["--policies", "plan:fgd", "--plan-futures", "0"], "futures=0 is invalid"),
-                         (["--policies", "plan:fgd", "--plan-start", "11"], "start=11.0 is invalid")):
+                         (["--policies", "plan:fgd", "--plan-start", "11"], "start=11.0 is invalid"),
+                         (["--policies", "plan:fgd", "--plan-confidence", "1", "--plan-futures", "1"],
+                          "confidence=1.0 needs futures >= 2"),
+                         (["--policies", "plan:fgd", "--plan-rollouts", "plan:fgd"],
+                          "--plan-rollouts 'plan:fgd': allowed a published policy"),
+                         (["--policies", "plan:fgd", "--plan-rollouts", "tetris"],
+                          "--plan-rollouts 'tetris': allowed a published policy")):
         with pytest.raises(ValueError, match=message):
             openb_main(argv + bad)

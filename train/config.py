@@ -42,7 +42,7 @@ ADDED_LATER = {"env": "synthetic", "teacher": "optimal", "distill_temp": 0.0,
                "distill_coef": 1.0, "samples_per_state": 1, "all_actions": False,
                "critic_warmup": 0, "online": False, "plan_candidates": None,
                "plan_futures": None, "plan_horizon": None, "plan_costs": False,
-               "plan_pods_first": False}
+               "plan_pods_first": False, "plan_rollouts": None, "plan_confidence": 0.0}
 for _env in ENVS:
     ADDED_LATER.update(registry.registration(_env).defaults)
 # Fields stored under "env" in config.json (the layout every saved run has): the name and
@@ -423,6 +423,15 @@ class ImitateConfig(TrainConfig):
         False, "a planning teacher: between candidates that allocate as much, the one whose "
         "futures bind more pods (fail fewer, CPU-only pods too) first, then less "
         "fragmentation (python -m vte.openb's --plan-pods-first)", group="algorithm")
+    plan_rollouts: str | None = flag(
+        None, "a planning teacher: the policy that places the futures' pods, a published "
+        "policy or an OpenB run directory; default: the base itself, which still ranks the "
+        "candidates (python -m vte.openb's --plan-rollouts)", group="algorithm")
+    plan_confidence: float = flag(
+        0.0, "a planning teacher: z > 0 leaves the base's best node only for a candidate "
+        "whose gain over it, paired future by future, is above z standard errors; 0: the "
+        "lexicographic choice (python -m vte.openb's --plan-confidence)", low=0.0, high=10.0,
+        group="algorithm")
     plan_costs: bool = flag(
         False, "a planning teacher also gives each candidate node its regret: how far its "
         "futures end below the best candidate's in GPUs allocated less GPUs fragmented (mean "
@@ -461,6 +470,15 @@ class ImitateConfig(TrainConfig):
         if self.plan_pods_first and settings is None:
             raise invalid("plan_pods_first", True, "False unless the teacher plans (--env "
                           "openb --teacher plan_fgd or plan:<base>)", depends=("teacher",))
+        for name, unset in (("plan_rollouts", None), ("plan_confidence", 0.0)):
+            if getattr(self, name) != unset and settings is None:
+                raise invalid(name, getattr(self, name), f"{unset} unless the teacher plans "
+                              "(--env openb --teacher plan_fgd or plan:<base>)",
+                              depends=("teacher",))
+        if self.plan_confidence > 0 and (self.plan_pods_first or self.plan_futures < 2):
+            raise invalid("plan_confidence", self.plan_confidence, "0 with --plan-pods-first "
+                          "or --plan-futures 1 (the evidence needs a standard deviation over "
+                          "two futures at least)", depends=("plan_pods_first", "plan_futures"))
         if self.plan_costs and settings is None:
             raise invalid("plan_costs", True, "False unless the teacher plans (--env openb "
                           "--teacher plan_fgd or plan:<base>)", depends=("teacher",))

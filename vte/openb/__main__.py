@@ -145,6 +145,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--plan-pods-first", action="store_true",
                         help="plan:<base>: between candidates that allocate as much, the one "
                              "whose futures bind more pods first, then less fragmentation")
+    parser.add_argument("--plan-rollouts", default=None,
+                        help="plan:<base>: the policy that places the futures' pods (a "
+                             "published policy or a run directory; default: the base itself). "
+                             "The base still ranks the candidates: e.g. plan:RUN_DIR "
+                             "--plan-rollouts fgd plans over a network at FGD's cost")
+    parser.add_argument("--plan-confidence", type=float, default=0.0,
+                        help="plan:<base>: z > 0 leaves the base's best node only for a "
+                             "candidate whose gain over it, paired future by future, is above z "
+                             "standard errors (default 0: the lexicographic choice)")
     parser.add_argument("--bound", action="store_true", help="also the upper bound on GPU "
                         "allocation (`vte.openb.bound`, an LP per seed; needs scipy) and each "
                         "policy's share of the gap between Random or FGD and it")
@@ -165,6 +174,12 @@ def main(argv: list[str] | None = None) -> dict:
     policies = _policies(args.policies)
     plan_settings = lookahead.check_settings(args.plan_candidates, args.plan_futures,
                                              args.plan_horizon, args.plan_start)
+    lookahead.check_confidence(args.plan_confidence, plan_settings[1], args.plan_pods_first)
+    if args.plan_rollouts is not None and (args.plan_rollouts.startswith(PLAN)
+                                           or not _known(args.plan_rollouts)):
+        raise ValueError(f"--plan-rollouts {args.plan_rollouts!r}: allowed a published policy "
+                         f"({list(POLICIES)}, 'pwr', 'pwr_fgd:<a>') or a run directory, not a "
+                         "planner")
     if args.power and "fgd" not in policies:
         raise ValueError(f"--power --policies {args.policies!r}: 'fgd' must be among them (the "
                          "reference of the savings)")
@@ -187,8 +202,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     def policy(name):
         if name.startswith(PLAN):
-            return lookahead.planner(policy(name[len(PLAN):]), *plan_settings,
-                                     pods_first=args.plan_pods_first)
+            return lookahead.planner(
+                policy(name[len(PLAN):]), *plan_settings, pods_first=args.plan_pods_first,
+                rollouts=None if args.plan_rollouts is None else policy(args.plan_rollouts),
+                confidence=args.plan_confidence)
         if os.path.isdir(name):
             return _learned(name, max(len(nodes.models), 1))
         return policy_by_name(name, nodes.models)

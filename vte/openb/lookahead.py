@@ -118,12 +118,14 @@ DEFAULTS = {"candidates": 4, "futures": 8, "horizon": 8, "start": 0.0}   # `plan
 
 def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
             futures: int = DEFAULTS["futures"], horizon: int = DEFAULTS["horizon"],
-            start: float = DEFAULTS["start"], pods_first: bool = False) -> Policy:
+            start: float = DEFAULTS["start"], pods_first: bool = False,
+            rollouts: Policy | None = None, confidence: float = 0.0) -> Policy:
     """`base` with lookahead, as a policy of the replay: `(key, state, pod, feasible, spec)
     -> (scores, shared_gpu)`, the first two outputs of `planner_regrets`, whose arguments
     these are (the same choices, one definition).
     """
-    plan = planner_regrets(base, candidates, futures, horizon, start, pods_first)
+    plan = planner_regrets(base, candidates, futures, horizon, start, pods_first, rollouts,
+                           confidence)
 
     def policy(key: jax.Array, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
         scores, shared_gpu, _ = plan(key, state, pod, feasible, spec)
@@ -135,7 +137,8 @@ def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
 
 def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
                     futures: int = DEFAULTS["futures"], horizon: int = DEFAULTS["horizon"],
-                    start: float = DEFAULTS["start"], pods_first: bool = False):
+                    start: float = DEFAULTS["start"], pods_first: bool = False,
+                    rollouts: Policy | None = None, confidence: float = 0.0):
     """The planner with what it saw: `(key, state, pod, feasible, spec) -> (scores,
     shared_gpu, regret)`, `planner`'s policy plus each candidate's regret, a distillation
     target richer than the choice alone.
@@ -146,7 +149,16 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
     start: plan once the arrived GPU demand is at least `start` x the cluster's GPU milli
     (0: from the first pod), in [0, 10]; pods_first: between candidates that allocate as
     much, the one whose futures bind more pods (fail fewer) wins before the fragmentation
-    tie-break (CPU-only pods, which allocate no GPU, count there).
+    tie-break (CPU-only pods, which allocate no GPU, count there);
+    rollouts: the policy that places the futures' pods (None: `base`); `base` still ranks
+    the candidates, its best node is the one kept without evidence, and its GPU is the pod's.
+    A node-local `rollouts` (FGD) makes a planner over a network as cheap as one over FGD;
+    confidence: z >= 0. 0: the lexicographic choice below. z > 0: the choice by evidence: a
+    candidate other than the base's best wins only if its gain over the base's best, in GPUs
+    allocated less GPUs fragmented at the horizon, paired future by future, has a mean above
+    z standard errors (the futures' sample standard deviation / sqrt(futures)); of those the
+    largest mean gain wins (ties: the base's order); none: the base's best. It needs
+    futures >= 2 and excludes `pods_first`.
     scores: (N,) int32, `candidates` + 1 on the planner's choice, `candidates` - i on the
     base policy's i-th best node otherwise, 0 on every other node; shared_gpu: the base
     policy's (a shared pod takes the GPU the base would give it); regret: (N,) float32 >= 0
@@ -161,19 +173,21 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
     k, m, h, start = check_settings(candidates, futures, horizon, start)
     if not isinstance(pods_first, bool):
         raise ValueError(f"pods_first={pods_first!r} is invalid: allowed True or False")
+    z = check_confidence(confidence, m, pods_first)
     from vte.openb.simulator import pod_step     # the replay imports the policies' module
 
-    local = base in NODE_LOCAL
+    roller = base if rollouts is None else rollouts
+    local = roller in NODE_LOCAL
 
     def rollout(state: State, shapes: jax.Array, keys: jax.Array, tables, spec: Spec):
         """Milli-GPU allocated, the cluster's fragmentation and the pods bound after the
-        typical shapes `shapes` (H,) are submitted under base, from `state` (the pod in hand
-        bound).
+        typical shapes `shapes` (H,) are submitted under `roller`, from `state` (the pod in
+        hand bound).
 
         A node-local base reads its scores from `tables`: (`shape_tables` before the pod in
         hand, (node,) the pod's node, its column after); every node a rollout changes gets
         its column recomputed and kept in an overlay of H + 1 columns, the later of two for
-        one node winning. Any other base scores every node at every pod (`pod_step`)."""
+        one node winning. Any other policy scores every node at every pod (`pod_step`)."""
         pods = shape_pods(spec)
         n = state.rank.shape[0]
         if local:
@@ -188,12 +202,12 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
             t, shape, key = xs
             pod = jax.tree_util.tree_map(lambda x: x[shape], pods)
             if not local:
-                return (pod_step(base, spec, s, pod, key)[0], touched, overlay), None
+                return (pod_step(roller, spec, s, pod, key)[0], touched, overlay), None
             scores, gpus, feasible = (w[shape].at[touched].set(o[:, shape], mode="drop")
                                       for w, o in zip(whole, overlay))
             node = cluster.select(scores, feasible, s.rank)
             s = cluster.submit(cluster.place(s, spec, pod, node, gpus[node], jnp.any(feasible)), pod)
-            column = node_column(base, key, s, spec, node)
+            column = node_column(roller, key, s, spec, node)
             touched = jnp.where(touched == node, n, touched).at[t + 1].set(node)
             overlay = tuple(o.at[t + 1].set(c) for o, c in zip(overlay, column))
             return (s, touched, overlay), None
@@ -214,28 +228,31 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
         def plan(_):
             shapes = sample_shapes(k_future, spec, m, h)        # (M, H), shared by candidates
             keys = jax.random.split(k_roll, m * h).reshape(m, h, -1)
-            tables = shape_tables(base, k_base, state, spec) if local else None
+            tables = shape_tables(roller, k_base, state, spec) if local else None
 
             def candidate(node):
                 after = cluster.submit(cluster.place(state, spec, pod, node, shared_gpu[node],
                                                      jnp.bool_(True)), pod)
-                mine = ((tables, node, node_column(base, k_base, after, spec, node))
+                mine = ((tables, node, node_column(roller, k_base, after, spec, node))
                         if local else None)
-                used, frag, bound = jax.vmap(rollout, (None, 0, 0, None, None))(
-                    after, shapes, keys, mine, spec)
-                return jnp.sum(used), jnp.sum(frag), jnp.sum(bound)
+                return jax.vmap(rollout, (None, 0, 0, None, None))(after, shapes, keys, mine, spec)
 
-            used, frag, bound = jax.vmap(candidate)(nodes)                   # (k,) each
-            # Lexicographic: most allocated, (pods_first: most pods bound,) then least
-            # fragmentation, then the base's order.
+            per_used, per_frag, per_bound = jax.vmap(candidate)(nodes)      # (k, M) each
+            used, frag, bound = (jnp.sum(x, axis=1) for x in (per_used, per_frag, per_bound))
             low = jnp.iinfo(jnp.int32).min
+            if z > 0:
+                chosen = _by_evidence(per_used, per_frag, valid, z)
+            else:
+                # Lexicographic: most allocated, (pods_first: most pods bound,) then least
+                # fragmentation, then the base's order.
+                used_ok = jnp.where(valid, used, low)
+                best_used = used_ok == jnp.max(used_ok)
+                if pods_first:
+                    bound = jnp.where(best_used, bound, low)
+                    best_used = best_used & (bound == jnp.max(bound))
+                best = best_used & (frag == jnp.min(jnp.where(best_used, frag, jnp.inf)))
+                chosen = jnp.argmax(best)                                     # first in base order
             used = jnp.where(valid, used, low)
-            best_used = used == jnp.max(used)
-            if pods_first:
-                bound = jnp.where(best_used, bound, low)
-                best_used = best_used & (bound == jnp.max(bound))
-            best = best_used & (frag == jnp.min(jnp.where(best_used, frag, jnp.inf)))
-            chosen = jnp.argmax(best)                                         # first in base order
             plan_order = jnp.where(jnp.arange(k) == chosen, k + 1, k - jnp.arange(k))
             # The regret's value: GPUs allocated less GPUs fragmented at the horizon, the
             # mean over the futures. The used sums are whole milli-GPU, at most MAX_FUTURES x
@@ -263,6 +280,34 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
     return policy
 
 
+def check_confidence(confidence, futures: int, pods_first: bool) -> float:
+    """The evidence rule's z (`planner_regrets`), checked: a number in [0, 10]; above 0 it
+    needs futures >= 2 (a standard deviation) and no `pods_first`."""
+    if isinstance(confidence, bool) or not 0.0 <= float(confidence) <= 10.0:
+        raise ValueError(f"confidence={confidence!r} is invalid: allowed a number in [0, 10] "
+                         "(standard errors; 0: the lexicographic choice)")
+    z = float(confidence)
+    if z > 0 and futures < 2:
+        raise ValueError(f"confidence={z} needs futures >= 2 (a standard deviation over them); "
+                         f"futures={futures}")
+    if z > 0 and pods_first:
+        raise ValueError(f"confidence={z} and pods_first are two different choices: give one")
+    return z
+
+
+def _by_evidence(used: jax.Array, frag: jax.Array, valid: jax.Array, z: float) -> jax.Array:
+    """The candidate (index into the base's order) chosen by evidence: `used`, `frag` (k, M)
+    milli-GPU per candidate and future; the largest mean paired gain over candidate 0 among
+    the valid ones whose gain is above z standard errors, else 0 (`planner_regrets`)."""
+    m = used.shape[1]
+    value = (used - used[:1]).astype(jnp.float32) - (frag - frag[:1]).astype(jnp.float32)
+    mean = jnp.mean(value, axis=1)
+    sd = jnp.sqrt(jnp.sum((value - mean[:, None]) ** 2, axis=1) / (m - 1))
+    passes = valid & (jnp.arange(used.shape[0]) > 0) & (mean > 0) & (mean > z * sd / jnp.sqrt(m))
+    gain = jnp.where(passes, mean, -jnp.inf)
+    return jnp.where(jnp.any(passes), jnp.argmax(gain), 0)
+
+
 __all__ = ["planner", "planner_regrets", "DEFAULTS", "check_settings", "sample_futures",
            "sample_shapes", "shape_pods", "shape_tables", "node_column", "top_nodes",
-           "MAX_FUTURES"]
+           "check_confidence", "MAX_FUTURES"]

@@ -146,6 +146,10 @@ def check_config(config) -> None:
                          "the path of a pod file of the OpenB format, or several joined by "
                          f"commas ({err})") from None
     plan_settings(config)        # the planning teacher's settings, before it is built
+    rollouts = getattr(config, "plan_rollouts", None)
+    if rollouts is not None and rollouts not in _published() and not os.path.isdir(rollouts):
+        raise flag_error("plan_rollouts", rollouts, f"one of {', '.join(_published())} or an "
+                         "OpenB run directory", depends=("teacher",))
     if teacher is not None and teacher.startswith(PLAN):
         try:
             teacher_action(teacher, config)
@@ -247,7 +251,9 @@ def teacher_action(name: str, config):
     and `plan:<base>`, the lookahead planner (`lookahead.planner`, with `plan_settings`)
     over FGD or over `base`, a published policy or an OpenB run directory, whose network is
     loaded once and held fixed (expert iteration: the planner over the last round's
-    network labels the next round); `config.plan_pods_first` is its `pods_first`. With
+    network labels the next round); `config.plan_pods_first` is its `pods_first`,
+    `config.plan_rollouts` its `rollouts` (a published policy or a run directory, as `base`)
+    and `config.plan_confidence` its `confidence`. With
     `config.plan_costs` the teacher gives `(action, cost)`, every action's cost its regret
     in GPUs (`env.regret_action`, marked `gives_costs`), for the trainer's distillation.
     ValueError when `base` is neither."""
@@ -261,13 +267,17 @@ def teacher_action(name: str, config):
         base = name[len(PLAN):]
     else:
         return None
-    if base in POLICIES:
-        policy = POLICIES[base]
-    elif os.path.isdir(base):
-        policy = learned_policy(base, max(len(load_node_table(config.nodes).models), 1))
-    else:
+    def resolve(base):
+        if base in POLICIES:
+            return POLICIES[base]
+        if os.path.isdir(base):
+            return learned_policy(base, max(len(load_node_table(config.nodes).models), 1))
         raise ValueError(f"{base!r} is neither a published policy nor a directory")
-    settings = {**_plan_settings(config), "pods_first": getattr(config, "plan_pods_first", False)}
+    policy = resolve(base)
+    rollouts = getattr(config, "plan_rollouts", None)
+    settings = {**_plan_settings(config), "pods_first": getattr(config, "plan_pods_first", False),
+                "rollouts": None if rollouts is None else resolve(rollouts),
+                "confidence": getattr(config, "plan_confidence", 0.0)}
     if getattr(config, "plan_costs", False):
         return oenv.regret_action(planner_regrets(policy, **settings))
     return oenv.policy_action(planner(policy, **settings))
