@@ -3,6 +3,7 @@
     python benchmarks/plan_agreement.py                      # 16 sub-clusters of 64 nodes
     python benchmarks/plan_agreement.py --futures 32 --json out.json
     python benchmarks/plan_agreement.py --horizon 32 --pods-first
+    python benchmarks/plan_agreement.py --horizon 32 --confidence 1
 
 Distilling the planner (`train/imitate.py --env openb --teacher plan_fgd`) trains the
 network on one planner decision per state. The planner draws its futures from its key
@@ -28,21 +29,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import vte  # noqa: E402
 from vte.openb import env as oenv  # noqa: E402
-from vte.openb.lookahead import DEFAULTS, planner  # noqa: E402
+from vte.openb.lookahead import DEFAULTS, check_confidence, planner  # noqa: E402
 from vte.openb.policies import POLICIES  # noqa: E402
 from vte.openb.registration import TRAIN_SEED0  # noqa: E402
 
 
 def agreement(pods: str = "default", num_nodes: int = 64, envs: int = 16, steps: int = 48,
               start: int = 6, every: int = 3, futures: int = DEFAULTS["futures"],
-              seed: int = 0, horizon: int = DEFAULTS["horizon"], pods_first: bool = False) -> dict:
+              seed: int = 0, horizon: int = DEFAULTS["horizon"], pods_first: bool = False,
+              confidence: float = 0.0) -> dict:
     """Counts of planner/planner and planner/FGD agreement over the labelled states; the
-    planner over FGD with `futures`, `horizon` and `pods_first` (`lookahead.planner`)."""
+    planner over FGD with `futures`, `horizon`, `pods_first` and `confidence`
+    (`lookahead.planner`)."""
     env, params = vte.make("OpenB-v0", pods=pods, subset=num_nodes,
                            seeds=range(TRAIN_SEED0, TRAIN_SEED0 + envs))
     fgd = oenv.policy_action(POLICIES["fgd"])
     plan = oenv.policy_action(planner(POLICIES["fgd"], futures=futures, horizon=horizon,
-                                      pods_first=pods_first))
+                                      pods_first=pods_first, confidence=confidence))
 
     def batched(policy):
         return jax.jit(lambda k, s: jax.vmap(policy, (0, 0, None))(jax.random.split(k, envs),
@@ -63,7 +66,7 @@ def agreement(pods: str = "default", num_nodes: int = 64, envs: int = 16, steps:
             states += envs
         state = step(k_fgd, state, action)
     return {"pods": pods, "num_nodes": num_nodes, "futures": futures, "horizon": horizon,
-            "pods_first": pods_first, "states": states,
+            "pods_first": pods_first, "confidence": confidence, "states": states,
             "planner_with_itself": same / max(states, 1),
             "planner_with_fgd": with_fgd / max(states, 1)}
 
@@ -83,6 +86,9 @@ def main(argv=None) -> dict:
                    help="pods per sampled future")
     p.add_argument("--pods-first", action="store_true",
                    help="the planner's pods-first tie-break (`--plan-pods-first`)")
+    p.add_argument("--confidence", type=float, default=0.0,
+                   help="the planner's choice by evidence, z standard errors "
+                        "(`--plan-confidence`; default 0: the lexicographic choice)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write the figures here")
     args = p.parse_args(argv)
@@ -91,10 +97,16 @@ def main(argv=None) -> dict:
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if not 0 <= args.start < args.steps:
         p.error(f"--start must be in [0, --steps), got {args.start}")
+    try:
+        check_confidence(args.confidence, args.futures, args.pods_first)
+    except ValueError as err:
+        p.error(f"--confidence: {err}")
     result = agreement(args.pods, args.num_nodes, args.envs, args.steps, args.start,
-                       args.every, args.futures, args.seed, args.horizon, args.pods_first)
+                       args.every, args.futures, args.seed, args.horizon, args.pods_first,
+                       args.confidence)
     print(f"{result['states']} states, {args.futures} futures of {args.horizon} pods"
-          f"{' (pods first)' if args.pods_first else ''}: the planner agrees with itself "
+          f"{' (pods first)' if args.pods_first else ''}"
+          f"{f' (evidence, z = {args.confidence:g})' if args.confidence else ''}: the planner agrees with itself "
           f"(another key) on {result['planner_with_itself']:.3f}, with FGD on "
           f"{result['planner_with_fgd']:.3f}")
     if args.json:

@@ -441,3 +441,10 @@ def test_plan_agreement_labels_each_state_twice_by_the_planner_and_once_by_fgd(t
         plan_agreement.main(["--start", "48"])
     with pytest.raises(SystemExit):
         plan_agreement.main(["--horizon", "0"])
+    with pytest.raises(SystemExit):
+        plan_agreement.main(["--confidence", "1", "--futures", "1"])
+    # The choice by evidence reaches the planner, and is recorded.
+    evidence = plan_agreement.main(["--num-nodes", "8", "--envs", "2", "--steps", "4",
+                                    "--start", "1", "--every", "2", "--futures", "2",
+                                    "--horizon", "3", "--confidence", "10"])
+    assert evidence["confidence"] == 10.0 and "(evidence, z = 10)" in capsys.readouterr().out
