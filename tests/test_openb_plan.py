@@ -305,10 +305,15 @@ def test_command_replays_a_planner_beside_its_base_and_checks_its_settings_first
                                     "--plan-futures", "2", "--plan-horizon", "3",
                                     "--plan-pods-first"])
         assert seen == [(True, None, 0.0)]
-        openb_main(argv + ["--policies", "plan:best_fit", "--plan-candidates", "2",
-                           "--plan-futures", "2", "--plan-horizon", "3",
-                           "--plan-rollouts", "fgd", "--plan-confidence", "1.5"])
+        split = openb_main(argv + ["--policies", "plan:best_fit", "--plan-candidates", "2",
+                                   "--plan-futures", "2", "--plan-horizon", "3",
+                                   "--plan-rollouts", "fgd", "--plan-confidence", "1.5"])
         assert seen[1] == (False, policies.fgd, 1.5)
+    # The planner's settings are recorded beside its rows; a grid without a planner has none.
+    assert result["plan"] == {"candidates": 2, "futures": 2, "horizon": 3, "start": 0.0,
+                              "pods_first": True, "rollouts": None, "confidence": 0.0}
+    assert (split["plan"]["rollouts"], split["plan"]["confidence"]) == ("fgd", 1.5)
+    assert "plan" not in openb_main(argv + ["--policies", "fgd"])
     rows = result["policies"]
     assert list(rows) == ["fgd", "plan:fgd"]
     assert rows["plan:fgd"]["alloc_at_end"]["mean"] > 0 and rows["plan:fgd"]["runs_computed"] == 1

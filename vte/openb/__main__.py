@@ -18,7 +18,9 @@ continues where it stopped, a repeated one is instant); --force recomputes them.
 
 Policies: the six published ones, the PWR paper's "pwr" and "pwr_fgd:<a>" (a x PWR +
 (1000 - a) x FGD, `vte.openb.power`), trained run directories, and "plan:" before any of
-those: the lookahead planner over it (`vte.openb.lookahead`, --plan-* settings). --power runs the PWR
+those: the lookahead planner over it (`vte.openb.lookahead`, --plan-* settings, recorded in
+the JSON under "plan"; e.g. plan:RUN_DIR --plan-rollouts fgd --plan-horizon 32
+--plan-confidence 2: a network's candidates, FGD's futures, the choice by evidence). --power runs the PWR
 paper's experiment instead (OPENB.md section 11): datacenter power against arrived GPU
 demand, savings against FGD ("fgd" must be among the policies) and GRAR at x = 1.0, beside
 the paper's readings; its JSON and figure (power and savings per policy) go to --json and
@@ -220,9 +222,15 @@ def main(argv: list[str] | None = None) -> dict:
         return _power(args, nodes, traces, pod_tables, chosen, seeds, several)
 
     by_name = {trace_name(p): p for p in pod_tables}
+    planned = {"candidates": plan_settings[0], "futures": plan_settings[1],
+               "horizon": plan_settings[2], "start": plan_settings[3],
+               "pods_first": args.plan_pods_first, "rollouts": args.plan_rollouts,
+               "confidence": args.plan_confidence}
 
     def write(trace: str, result: dict) -> None:
         """A trace's table and files, as soon as it is done."""
+        if any(name.startswith(PLAN) for name in chosen):
+            result["plan"] = planned          # the planner's settings, beside its rows
         if args.bound:
             bound.attach(result, by_name[trace], nodes)
         print(format_table(result), flush=True)
