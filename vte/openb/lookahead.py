@@ -21,13 +21,14 @@ futures bind more pods (CPU-only ones too, which allocate no GPU). A sampled fut
 asks for no memory (the typical pods have no memory field; memory binds almost never on
 the bundled nodes).
 
-Cost: `candidates x futures x horizon` base-policy steps per planned decision, all
-`candidates x futures` rollouts of a decision in one vmapped call. For a node-local base
-(`policies.NODE_LOCAL`: FGD, DotProd, GpuClustering, GpuPacking: a node's score reads only
-that node) the planner scores every typical shape on every node once per decision
-(`shape_tables`, K x N) and a rollout step then recomputes only the column of the node it
-changed (`node_column`), the same choices at a fraction of the cost; any other base
-(BestFit, the PWR mixes, a network) scores all nodes at every rollout step. `start` limits
+Cost: `candidates x futures x horizon` rollout steps per planned decision, all
+`candidates x futures` rollouts of a decision in one vmapped call. For a node-local policy
+playing the futures (the base, or `rollouts`; `policies.NODE_LOCAL`: FGD, DotProd,
+GpuClustering, GpuPacking: a node's score reads only that node) the planner scores every
+typical shape on every node once per decision (`shape_tables`, K x N) and a rollout step
+then recomputes only the column of the node it changed (`node_column`), the same choices
+at a fraction of the cost; any other (BestFit, the PWR mixes, a network) scores all nodes
+at every rollout step. `start` limits
 planning to the pods submitted once the arrived GPU demand reaches `start` x the cluster's
 GPUs (the base policy decides alone before; a real scheduler knows its own arrivals), and a
 pod with fewer than two feasible nodes is never planned. Both tests are `lax.cond`s, which
