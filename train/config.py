@@ -475,10 +475,15 @@ class ImitateConfig(TrainConfig):
                 raise invalid(name, getattr(self, name), f"{unset} unless the teacher plans "
                               "(--env openb --teacher plan_fgd or plan:<base>)",
                               depends=("teacher",))
-        if self.plan_confidence > 0 and (self.plan_pods_first or self.plan_futures < 2):
-            raise invalid("plan_confidence", self.plan_confidence, "0 with --plan-pods-first "
-                          "or --plan-futures 1 (the evidence needs a standard deviation over "
-                          "two futures at least)", depends=("plan_pods_first", "plan_futures"))
+        if settings is not None:
+            from vte.openb.lookahead import check_confidence    # the planner's own rule
+            try:
+                check_confidence(self.plan_confidence, self.plan_futures, self.plan_pods_first)
+            except ValueError:
+                raise invalid("plan_confidence", self.plan_confidence, "0 with --plan-pods-first "
+                              "or --plan-futures 1 (the evidence needs a standard deviation "
+                              "over two futures at least)",
+                              depends=("plan_pods_first", "plan_futures")) from None
         if self.plan_costs and settings is None:
             raise invalid("plan_costs", True, "False unless the teacher plans (--env openb "
                           "--teacher plan_fgd or plan:<base>)", depends=("teacher",))

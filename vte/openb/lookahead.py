@@ -241,19 +241,18 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
             per_used, per_frag, per_bound = jax.vmap(candidate)(nodes)      # (k, M) each
             used, frag, bound = (jnp.sum(x, axis=1) for x in (per_used, per_frag, per_bound))
             low = jnp.iinfo(jnp.int32).min
+            used = jnp.where(valid, used, low)
             if z > 0:
                 chosen = _by_evidence(per_used, per_frag, valid, z)
             else:
                 # Lexicographic: most allocated, (pods_first: most pods bound,) then least
                 # fragmentation, then the base's order.
-                used_ok = jnp.where(valid, used, low)
-                best_used = used_ok == jnp.max(used_ok)
+                best_used = used == jnp.max(used)
                 if pods_first:
                     bound = jnp.where(best_used, bound, low)
                     best_used = best_used & (bound == jnp.max(bound))
                 best = best_used & (frag == jnp.min(jnp.where(best_used, frag, jnp.inf)))
                 chosen = jnp.argmax(best)                                     # first in base order
-            used = jnp.where(valid, used, low)
             plan_order = jnp.where(jnp.arange(k) == chosen, k + 1, k - jnp.arange(k))
             # The regret's value: GPUs allocated less GPUs fragmented at the horizon, the
             # mean over the futures. The used sums are whole milli-GPU, at most MAX_FUTURES x
