@@ -12,6 +12,7 @@ import pytest
 import vte
 from vte import checkpoint as ckpt
 from train import core, imitate, ppo
+from train import run as run_lib
 from train.config import ImitateConfig, PPOConfig, minibatches_of
 from vte.network import masked_logits
 
@@ -253,6 +254,8 @@ def test_runs_without_a_checkpoint_and_file_outs_are_refused_before_any_work(
         (["--resume", str(empty)], "holds no checkpoint: the run stopped before"),
         (TINY + ["--init-from", str(empty), "--out", str(tmp_path / "new")],
          "holds no checkpoint to start from"),
+        (TINY + ["--init-from", f"{out}@3", "--out", str(tmp_path / "new")],
+         "has no checkpoint 3 (its checkpoints: [2, 4])"),
         (TINY + ["--out", str(a_file)], "is a file"),
     ]
     partial = tmp_path / "partial"
@@ -287,6 +290,33 @@ def test_make_train_is_the_training_the_script_runs(ppo_run):
 # --------------------------------------------------------------------------
 # Nothing lost, nothing silent: run directories, checkpoints and flags
 # --------------------------------------------------------------------------
+
+@pytest.mark.slow   # reads the module's PPO run
+def test_dir_at_step_names_one_checkpoint_of_a_run(ppo_run, tmp_path):
+    """`DIR@STEP` reads checkpoint STEP of DIR wherever a run is read (its config, its
+    variables, --init-from); a STEP the run lacks is an error naming the ones it has; a
+    directory whose own name holds an '@' is taken as written."""
+    out, _ = ppo_run
+    assert ckpt.split_step(f"{out}@2") == (out, 2) and ckpt.split_step(out) == (out, None)
+    assert ckpt.is_run_path(f"{out}@4") and not ckpt.is_run_path("fgd@2")
+    assert ckpt.load_config(f"{out}@2") == ckpt.load_config(out)
+    assert ckpt.checkpoint_steps(f"{out}@2") == [2, 4]
+    at_2 = ckpt.load_variables(f"{out}@2", seed=1)["params"]
+    jax.tree_util.tree_map(np.testing.assert_array_equal, at_2,
+                           ckpt.load_variables(out, seed=1, step=2)["params"])
+    assert not np.array_equal(*(jax.tree_util.tree_leaves(p)[0] for p in
+                                (at_2, ckpt.load_variables(out, seed=1)["params"])))
+    config = PPOConfig.from_dict({**ckpt.load_config(out), "init_from": f"{out}@2"})
+    jax.tree_util.tree_map(np.testing.assert_array_equal, run_lib._initial_params(config),
+                           ckpt.load_variables(out, seed=0, step=2))
+    with pytest.raises(ValueError, match=r"has no checkpoint 3 \(its checkpoints: \[2, 4\]\)"):
+        ckpt.load_variables(f"{out}@3")
+    with pytest.raises(ValueError, match="named at checkpoint 2"):
+        ckpt.load_variables(f"{out}@2", step=4)
+    literal = _copy_run(out, tmp_path / "run@2")         # a directory named with an '@'
+    assert ckpt.split_step(literal) == (literal, None)
+    assert ckpt.split_step(f"{literal}@4") == (literal, 4)
+
 
 def _copy_run(src, dst):
     import shutil

@@ -191,15 +191,21 @@ def test_the_learned_policy_in_the_replay_is_the_environment_driven_by_it(trace_
 def test_the_replay_command_takes_a_run_directory(imitation_run, trace_files, capsys):
     out, _ = imitation_run
     node_file, pod_file = trace_files
-    result = openb_main(["--nodes", node_file, "--pods", pod_file, "--policies", f"fgd,{out}",
-                         "--seeds", "2", "--no-progress"])
-    assert list(result["policies"]) == ["fgd", out]
+    result = openb_main(["--nodes", node_file, "--pods", pod_file, "--policies",
+                         f"fgd,{out},{out}@2", "--seeds", "2", "--no-progress"])
+    assert list(result["policies"]) == ["fgd", out, f"{out}@2"]
     assert out in capsys.readouterr().out
-    policy = vte.load_policy(out)          # an OpenB run loads as a policy of the replay
-    direct = experiment.run_grid(vte.openb.load_nodes(node_file),
-                                 vte.openb.load_pods(pod_file, vte.openb.load_nodes(node_file)),
-                                 {"x": policy}, seeds=[42, 43])
-    assert direct["policies"]["x"]["alloc_at_end"] == result["policies"][out]["alloc_at_end"]
+    nodes = vte.openb.load_nodes(node_file)
+    # An OpenB run loads as a policy of the replay; DIR@STEP is its checkpoint STEP.
+    direct = experiment.run_grid(nodes, vte.openb.load_pods(pod_file, nodes),
+                                 {"x": vte.load_policy(out), "x2": vte.load_policy(out, step=2)},
+                                 seeds=[42, 43])
+    for name, run in (("x", out), ("x2", f"{out}@2")):
+        for key in ("alloc_at_end", "frag_at_end", "failed_pods"):
+            assert direct["policies"][name][key] == result["policies"][run][key], (run, key)
+    with pytest.raises(ValueError, match=r"has no checkpoint 3 \(its checkpoints: \[2, 4\]\)"):
+        openb_main(["--nodes", node_file, "--pods", pod_file, "--policies", f"plan:{out}@3",
+                    "--seeds", "1", "--no-progress"])
 
 
 @pytest.mark.slow   # trains or replays (compilation)
@@ -505,7 +511,8 @@ def test_a_plan_teacher_over_a_run_directory_labels_with_the_planner_over_its_ne
         imitation_run, trace_files, tmp_path):
     """`--teacher plan:RUN_DIR` (expert iteration): the label is the node the lookahead
     planner chooses over the run's network, loaded once and held fixed; a run trains on
-    those labels and records the teacher; a run of other GPU models is refused."""
+    those labels (here over and from the run's checkpoint 2, `RUN_DIR@2`) and records the
+    teacher; a run of other GPU models, or a checkpoint the run lacks, is refused."""
     from train.config import ImitateConfig
     from train.envs import make_env
     from vte.openb import cluster, lookahead
@@ -533,14 +540,16 @@ def test_a_plan_teacher_over_a_run_directory_labels_with_the_planner_over_its_ne
     np.testing.assert_array_equal(np.asarray(labels), np.asarray(direct))
     assert (np.asarray(choices) >= 2).any()        # some label was a real choice
 
-    out = str(tmp_path / "round")
-    imitate.main(tiny(trace_files) + ["--teacher", f"plan:{run}", "--init-from", run,
+    out = str(tmp_path / "round")                  # from, and over, the run's checkpoint 2
+    imitate.main(tiny(trace_files) + ["--teacher", f"plan:{run}@2", "--init-from", f"{run}@2",
                                       "--total-timesteps", "64", "--eval-episodes", "0",
                                       "--out", out])
-    assert ckpt.load_config(out)["teacher"] == f"plan:{run}"
+    assert ckpt.load_config(out)["teacher"] == f"plan:{run}@2"
     assert 0.0 <= _rows(out)[-1]["greedy_match"] <= 1.0
     with pytest.raises(ValueError, match="GPU models"):    # trained on 2 models, gpu has 7
         ImitateConfig.from_args(["--env", "openb", "--teacher", f"plan:{run}"])
+    with pytest.raises(ValueError, match=r"has no checkpoint 3 \(its checkpoints: \[2, 4\]\)"):
+        ImitateConfig.from_args(tiny(trace_files) + ["--teacher", f"plan:{run}@3"])
 
 
 SHIPPED = os.path.join(os.path.dirname(__file__), "..", "train", "results")

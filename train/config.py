@@ -100,8 +100,8 @@ class TrainConfig:
     seeds: int = flag(1, "independent models trained at once (vmap over seeds)", low=1)
     hidden: int = flag(32, "network width", low=1)
     init_from: str | None = flag(None, "start from the latest checkpoint of another run (e.g. "
-                                 "imitation): its seed-0 network, which every --seeds model "
-                                 "starts from", metavar="DIR")
+                                 "imitation), or from checkpoint STEP with DIR@STEP: its seed-0 "
+                                 "network, which every --seeds model starts from", metavar="DIR")
     # environment
     env: str = flag("synthetic", "the environment (vte.registered()): " + "; ".join(
                     f"{e}: {registry.registration(e).summary}" for e in ENVS),
@@ -406,8 +406,9 @@ class ImitateConfig(TrainConfig):
                                    f"{e}: {registry.registration(e).default_teacher}"
                                    for e in ENVS) + ")"
                                + "; openb also plan:<base>, the lookahead planner over a "
-                               "published policy or an OpenB run directory (expert "
-                               "iteration); each environment checks its own",
+                               "published policy or an OpenB run directory (DIR@STEP for "
+                               "one of its checkpoints; expert iteration); each environment "
+                               "checks its own",
                                group="algorithm")
     plan_candidates: int | None = flag(
         None, "a planning teacher (--teacher plan_fgd or plan:<base>): the base policy's best "

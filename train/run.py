@@ -293,8 +293,8 @@ def _parse_config(parser, args, config_cls: type[TrainConfig], argv: list[str] =
         parser.error(blame(err, _flags_given(parser, argv), args))
     if config.init_from is not None:
         try:
-            source = ckpt.load_config(config.init_from)
-        except (FileNotFoundError, ckpt.CheckpointError) as err:
+            source = ckpt.load_config(config.init_from)       # DIR, or DIR@STEP (checked)
+        except (FileNotFoundError, ValueError) as err:        # CheckpointError among them
             parser.error(f"--init-from: {err}")
         if source["hidden"] != config.hidden:
             parser.error(f"--init-from {config.init_from!r} holds a network of --hidden "

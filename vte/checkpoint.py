@@ -13,6 +13,10 @@ and one call turns it back into a policy:
 
     policy = vte.load_policy("runs/ppo")          # (key, obs, params) -> action
     action = policy(key, obs, params)             # vmap it over a batch of envs
+
+A run directory names its newest checkpoint; `DIR@STEP` names checkpoint STEP of it
+(`split_step`), wherever a run directory is read: `load_config`, `load_variables`,
+`load_policy`, `python -m vte.openb --policies`, `plan:` bases, `--init-from`, `--teacher`.
 """
 
 from __future__ import annotations
@@ -45,8 +49,34 @@ def save_config(run_dir: str, config: dict) -> None:
                       json.dumps(config, indent=2, sort_keys=True))
 
 
+def split_step(name: str) -> tuple[str, int | None]:
+    """`(run_dir, step)` of `DIR@STEP` (checkpoint STEP of the run directory DIR), or
+    `(name, None)` for anything else: a directory named as written (its newest checkpoint),
+    or a name that is not a run at all (the caller's own error names it). A directory whose
+    own name holds an '@' is taken as written. Raises ValueError, naming the checkpoints
+    DIR has, when it has no checkpoint STEP."""
+    if os.path.isdir(name):
+        return name, None
+    head, sep, tail = name.rpartition("@")
+    if not (sep and head and tail.isdigit() and os.path.isdir(head)):
+        return name, None
+    steps = checkpoint_steps(head)
+    if int(tail) not in steps:
+        raise ValueError(f"{name!r}: the run {head!r} has no checkpoint {int(tail)} "
+                         f"(its checkpoints: {steps or 'none'})")
+    return head, int(tail)
+
+
+def is_run_path(name: str) -> bool:
+    """Whether `name` is a directory, or `DIR@STEP` of one (`split_step`): a run to load,
+    rather than a policy's name."""
+    return os.path.isdir(split_step(name)[0])
+
+
 def load_config(run_dir: str) -> dict:
-    """The configuration of a run directory; a clear error when it is not one or is damaged."""
+    """The configuration of a run directory (or `DIR@STEP`: DIR's); a clear error when it is
+    not one or is damaged."""
+    run_dir = split_step(run_dir)[0]
     path = os.path.join(run_dir, CONFIG_FILE)
     if not os.path.isfile(path):
         raise FileNotFoundError(
@@ -149,8 +179,9 @@ def checkpoint_manager(run_dir: str, max_to_keep: int | None = 3) -> ocp.Checkpo
 
 
 def checkpoint_steps(run_dir: str) -> list[int]:
-    """The update counts a run has checkpoints of (read only: creates nothing)."""
-    path = os.path.join(run_dir, CHECKPOINT_DIR)
+    """The update counts a run has checkpoints of (read only: creates nothing); of DIR for
+    `DIR@STEP`."""
+    path = os.path.join(split_step(run_dir)[0], CHECKPOINT_DIR)
     if not os.path.isdir(path):
         return []
     return sorted(int(name) for name in os.listdir(path) if name.isdigit())
@@ -163,7 +194,14 @@ def network_from_config(config: dict):
 
 
 def load_variables(run_dir: str, seed: int = 0, step: int | None = None) -> dict[str, Any]:
-    """Network variables (`{"params": ...}`) of one seed at a checkpoint (default: latest)."""
+    """Network variables (`{"params": ...}`) of one seed at a checkpoint (default: latest;
+    `run_dir` may name one as `DIR@STEP`, then `step` must be None or the same)."""
+    run_dir, named = split_step(run_dir)
+    if named is not None:
+        if step is not None and step != named:
+            raise ValueError(f"step={step} is invalid: the run is named at checkpoint {named} "
+                             f"({run_dir}@{named})")
+        step = named
     config = load_config(run_dir)
     steps = checkpoint_steps(run_dir)
     if not steps:
@@ -197,7 +235,8 @@ def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | No
     (`python -m vte.openb` checks; `vte.openb.network.as_policy` to give the count).
 
     Args:
-      run_dir: the `--out` directory of a training run.
+      run_dir: the `--out` directory of a training run, or `DIR@STEP` for its checkpoint
+        STEP.
       seed: which of the run's `--seeds` models to load.
       greedy: take the most likely action (default) instead of sampling (synthetic runs;
         the replay keeps the best-scored node).
@@ -213,4 +252,5 @@ def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | No
 
 __all__ = ["load_policy", "load_variables", "load_config", "save_config",
            "checkpoint_manager", "checkpoint_steps", "network_from_config", "CheckpointError",
-           "record_checksum", "verify_checkpoint", "restore_newest_good", "checkpoint_digest"]
+           "record_checksum", "verify_checkpoint", "restore_newest_good", "checkpoint_digest",
+           "split_step", "is_run_path"]

@@ -17,7 +17,8 @@ summary.json and overview.png. Finished runs are kept in --cache (an interrupted
 continues where it stopped, a repeated one is instant); --force recomputes them.
 
 Policies: the six published ones, the PWR paper's "pwr" and "pwr_fgd:<a>" (a x PWR +
-(1000 - a) x FGD, `vte.openb.power`), trained run directories, and "plan:" before any of
+(1000 - a) x FGD, `vte.openb.power`), trained run directories (RUN_DIR@STEP: checkpoint
+STEP of one, e.g. to choose a checkpoint on other seeds with --first-seed), and "plan:" before any of
 those: the lookahead planner over it (`vte.openb.lookahead`, --plan-* settings, recorded in
 the JSON under "plan"; e.g. plan:RUN_DIR --plan-rollouts fgd --plan-horizon 32
 --plan-confidence 2: a network's candidates, FGD's futures, the choice by evidence). --power runs the PWR
@@ -75,11 +76,18 @@ def _check_dir(path: str, flag: str) -> None:
 PLAN = "plan:"      # "plan:<base>": the lookahead planner over a base policy (`lookahead`)
 
 
+def _is_run(name: str) -> bool:
+    """A run directory, or `DIR@STEP` (`vte.checkpoint.split_step`; a missing STEP raises)."""
+    from vte.checkpoint import is_run_path      # orbax only where a run is named
+    return is_run_path(name)
+
+
 def _known(name: str) -> bool:
-    """A published or power policy, a run directory, or plan: over one of those."""
+    """A published or power policy, a run directory (or `DIR@STEP`), or plan: over one of
+    those."""
     if name.startswith(PLAN):
         name = name[len(PLAN):]
-    return name in POLICIES or parse_name(name) is not None or os.path.isdir(name)
+    return name in POLICIES or parse_name(name) is not None or _is_run(name)
 
 
 def _policies(text: str) -> list[str]:
@@ -90,7 +98,8 @@ def _policies(text: str) -> list[str]:
         raise ValueError(f"--policies {text!r}: unknown {unknown or 'empty list'}; "
                          f"give 'all' or a comma-separated subset of {list(POLICIES)}, 'pwr', "
                          "'pwr_fgd:<a>' (a integer in [0, 1000]), run directories of "
-                         "train/ppo.py or train/imitate.py --env openb, and 'plan:' before "
+                         "train/ppo.py or train/imitate.py --env openb (DIR@STEP: one of "
+                         "their checkpoints), and 'plan:' before "
                          "any of those (the lookahead planner over it)")
     if len(set(names)) != len(names):
         raise ValueError(f"--policies {text!r} names a policy twice")
@@ -118,7 +127,8 @@ def main(argv: list[str] | None = None) -> dict:
                              "by commas, or 'all'")
     parser.add_argument("--policies", default="all",
                         help=f"'all' or a comma-separated subset of {list(POLICIES)}, where a "
-                             "trained run directory (train/ppo.py --env openb --out DIR) is one more")
+                             "trained run directory (train/ppo.py --env openb --out DIR; "
+                             "DIR@STEP for its checkpoint STEP) is one more")
     parser.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
     parser.add_argument("--first-seed", type=int, default=42, help="first seed (published: 42..51)")
     parser.add_argument("--tune", type=float, default=1.3,
@@ -208,7 +218,7 @@ def main(argv: list[str] | None = None) -> dict:
                 policy(name[len(PLAN):]), *plan_settings, pods_first=args.plan_pods_first,
                 rollouts=None if args.plan_rollouts is None else policy(args.plan_rollouts),
                 confidence=args.plan_confidence)
-        if os.path.isdir(name):
+        if _is_run(name):
             return _learned(name, max(len(nodes.models), 1))
         return policy_by_name(name, nodes.models)
 

@@ -147,7 +147,7 @@ def check_config(config) -> None:
                          f"commas ({err})") from None
     plan_settings(config)        # the planning teacher's settings, before it is built
     rollouts = getattr(config, "plan_rollouts", None)
-    if rollouts is not None and rollouts not in _published() and not os.path.isdir(rollouts):
+    if rollouts is not None and rollouts not in _published() and not _is_run(rollouts):
         raise flag_error("plan_rollouts", rollouts, f"one of {', '.join(_published())} or an "
                          "OpenB run directory", depends=("teacher",))
     if teacher is not None and teacher.startswith(PLAN):
@@ -184,6 +184,12 @@ def policies() -> dict:
     return {**{name: oenv.policy_action(p) for name, p in POLICIES.items()},
             "preference_mix": preference_mix,
             "plan_fgd": oenv.policy_action(planner(POLICIES["fgd"]))}
+
+
+def _is_run(name: str) -> bool:
+    """A run directory, or `DIR@STEP` (`vte.checkpoint.split_step`; a missing STEP raises)."""
+    from vte.checkpoint import is_run_path
+    return is_run_path(name)
 
 
 def _published() -> tuple[str, ...]:
@@ -256,9 +262,7 @@ def teacher_action(name: str, config):
     and `config.plan_confidence` its `confidence`. With
     `config.plan_costs` the teacher gives `(action, cost)`, every action's cost its regret
     in GPUs (`env.regret_action`, marked `gives_costs`), for the trainer's distillation.
-    ValueError when `base` is neither."""
-    import os
-
+    ValueError when `base` is neither (a run directory may be `DIR@STEP`, one checkpoint)."""
     from vte.openb.lookahead import planner, planner_regrets
     from vte.openb.policies import POLICIES
     if name == "plan_fgd":
@@ -270,7 +274,7 @@ def teacher_action(name: str, config):
     def resolve(base):
         if base in POLICIES:
             return POLICIES[base]
-        if os.path.isdir(base):
+        if _is_run(base):
             return learned_policy(base, max(len(load_node_table(config.nodes).models), 1))
         raise ValueError(f"{base!r} is neither a published policy nor a directory")
     policy = resolve(base)
