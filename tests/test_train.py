@@ -318,6 +318,29 @@ def test_dir_at_step_names_one_checkpoint_of_a_run(ppo_run, tmp_path):
     assert ckpt.split_step(f"{literal}@4") == (literal, 4)
 
 
+@pytest.mark.slow   # trains the module's tiny PPO again (its programs are compiled)
+def test_keep_checkpoints_bounds_the_checkpoints_on_disk_and_old_runs_keep_three(ppo_run, tmp_path,
+                                                                                capsys):
+    """--keep-checkpoints K keeps the K newest (the module's run kept both of its 2 at the
+    default 3); its checksums follow. A run saved before the flag loads with 3; a negative
+    K is refused before any work."""
+    out, _ = ppo_run
+    assert ckpt.checkpoint_steps(out) == [2, 4] and ckpt.load_config(out)["keep_checkpoints"] == 3
+    one = str(tmp_path / "one")
+    ppo.main(PPO_RUN + ["--keep-checkpoints", "1", "--eval-episodes", "0", "--out", one])
+    assert ckpt.checkpoint_steps(one) == [4]
+    with open(os.path.join(one, "checksums.json")) as f:
+        assert sorted(json.load(f)) == ["4"]
+    jax.tree_util.tree_map(np.testing.assert_array_equal, ckpt.load_variables(one, seed=1),
+                           ckpt.load_variables(out, seed=1))      # the same run, fewer kept
+    older = {k: v for k, v in ckpt.load_config(out).items() if k != "keep_checkpoints"}
+    assert PPOConfig.from_dict(older).keep_checkpoints == 3
+    with pytest.raises(SystemExit) as exc:
+        ppo.main(PPO_RUN + ["--keep-checkpoints", "-1", "--out", str(tmp_path / "bad")])
+    assert exc.value.code == 2 and "--keep-checkpoints" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
 def _copy_run(src, dst):
     import shutil
     shutil.copytree(src, dst)

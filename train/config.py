@@ -42,7 +42,8 @@ ADDED_LATER = {"env": "synthetic", "teacher": "optimal", "distill_temp": 0.0,
                "distill_coef": 1.0, "samples_per_state": 1, "all_actions": False,
                "critic_warmup": 0, "online": False, "plan_candidates": None,
                "plan_futures": None, "plan_horizon": None, "plan_costs": False,
-               "plan_pods_first": False, "plan_rollouts": None, "plan_confidence": 0.0}
+               "plan_pods_first": False, "plan_rollouts": None, "plan_confidence": 0.0,
+               "keep_checkpoints": 3}
 for _env in ENVS:
     ADDED_LATER.update(registry.registration(_env).defaults)
 # Fields stored under "env" in config.json (the layout every saved run has): the name and
@@ -146,6 +147,9 @@ class TrainConfig:
     checkpoint_every: int = flag(50, "updates between checkpoints (rounded up to a multiple "
                                  "of --log-every); one is always written at the end", low=1,
                                  group="outputs")
+    keep_checkpoints: int = flag(3, "checkpoints kept on disk, the newest ones (0: every one, "
+                                 "e.g. to choose one afterwards on other seeds, as DIR@STEP)",
+                                 low=0, group="outputs")
     eval_episodes: int | None = flag(None, "held-out episodes for eval.json (0: skip the "
                                      "evaluation); default 64 synthetic episodes, or 10 "
                                      "held-out workloads on the full cluster with --env openb",

@@ -7,7 +7,8 @@ it in a Python loop that returns every `--log-every` updates, writing the run di
     OUT/config.json         the configuration (what `vte.load_policy` and `--resume` read)
     OUT/metrics.jsonl       one row per update and seed
     OUT/learning_curve.png  the logged metrics against env steps
-    OUT/checkpoints/        orbax checkpoints (every --checkpoint-every updates, at the end)
+    OUT/checkpoints/        orbax checkpoints (every --checkpoint-every updates, at the end;
+                            the newest --keep-checkpoints of them, 3 by default)
     OUT/checksums.json      a SHA-256 of each checkpoint, verified before it is restored
     OUT/eval.json           the trained policy against the baselines (`TrainEnv.evaluate`)
 
@@ -469,7 +470,7 @@ class _Preemption:
 # configurations does not keep every executable alive.
 _COMPILED: "collections.OrderedDict" = collections.OrderedDict()
 COMPILED_KEPT = 8
-_OUTPUT_KEYS = ("log_every", "checkpoint_every", "eval_episodes", "init_from")
+_OUTPUT_KEYS = ("log_every", "checkpoint_every", "keep_checkpoints", "eval_episodes", "init_from")
 
 
 def _compiled(config: TrainConfig, what, build: Callable):
@@ -506,7 +507,7 @@ def run(config: TrainConfig, make_update: Callable, out: str, resume: bool = Fal
         check_out_dir(out, overwrite)
         if overwrite:
             clear_run_files(out)
-    mngr = ckpt.checkpoint_manager(out)
+    mngr = ckpt.checkpoint_manager(out, max_to_keep=config.keep_checkpoints or None)
     try:   # closed on every exit: no orbax thread outlives the run
         if primary:
             ckpt.save_config(out, config.to_dict())
