@@ -18,14 +18,15 @@ continues where it stopped, a repeated one is instant); --force recomputes them.
 
 Policies: the six published ones, the PWR paper's "pwr" and "pwr_fgd:<a>" (a x PWR +
 (1000 - a) x FGD, `vte.openb.power`), trained run directories (RUN_DIR@STEP: checkpoint
-STEP of one, e.g. to choose a checkpoint on other seeds with --first-seed), and "plan:" before any of
-those: the lookahead planner over it (`vte.openb.lookahead`, --plan-* settings, recorded in
-the JSON under "plan"; e.g. plan:RUN_DIR --plan-rollouts fgd --plan-horizon 32
---plan-confidence 2: a network's candidates, FGD's futures, the choice by evidence). --power runs the PWR
-paper's experiment instead (OPENB.md section 11): datacenter power against arrived GPU
-demand, savings against FGD ("fgd" must be among the policies) and GRAR at x = 1.0, beside
-the paper's readings; its JSON and figure (power and savings per policy) go to --json and
---png (per trace `openb_power_<trace>.json/png` in a directory with several traces).
+STEP of one, e.g. to choose a checkpoint on other seeds with --first-seed), and "plan:"
+before any of those: the lookahead planner over it (`vte.openb.lookahead`, --plan-*
+settings, recorded in the JSON under "plan"; e.g. plan:RUN_DIR --plan-rollouts fgd
+--plan-horizon 32 --plan-confidence 2: a network's candidates, FGD's futures, the choice
+by evidence). --power runs the PWR paper's experiment instead (OPENB.md section 11):
+datacenter power against arrived GPU demand, savings against FGD ("fgd" must be among the
+policies) and GRAR at x = 1.0, beside the paper's readings; its JSON and figure (power and
+savings per policy) go to --json and --png (per trace `openb_power_<trace>.json/png` in a
+directory with several traces).
 """
 
 from __future__ import annotations
