@@ -123,8 +123,8 @@ def _checksums(run_dir: str) -> dict[str, str]:
 
 def record_checksum(run_dir: str, step: int) -> None:
     """Store the digest of a just-saved checkpoint (and forget steps no longer on disk)."""
-    table = {k: v for k, v in _checksums(run_dir).items()
-             if k.isdigit() and int(k) in checkpoint_steps(run_dir)}
+    on_disk = checkpoint_steps(run_dir)                  # listed once, not once per entry
+    table = {k: v for k, v in _checksums(run_dir).items() if k.isdigit() and int(k) in on_disk}
     table[str(step)] = checkpoint_digest(run_dir, step)
     atomic_write_text(os.path.join(run_dir, CHECKSUM_FILE), json.dumps(table, indent=1, sort_keys=True))
 
