@@ -47,6 +47,17 @@ def with_node(state, node, frees, cpu_free=None):
     return state
 
 
+def twelve_pods(tmp_path):
+    """A pod file of twelve pods (GPU shares, whole GPUs, two GPUs, a CPU-only one) for the
+    small cluster."""
+    rows = [(f"p{i}", 1000 * (1 + i % 3), 1024, n, m, "") for i, (n, m) in
+            enumerate([(1, 500), (1, 1000), (0, 0), (2, 1000), (1, 300), (1, 700)] * 2)]
+    pods = tmp_path / "pods.csv"
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+                    + "".join(",".join(map(str, r)) + "\n" for r in rows))
+    return pods
+
+
 def test_bundled_cluster_draws_the_published_watts():
     nodes = openb.load_nodes("gpu")
     assert nodes.models == power.BUNDLED_MODELS == openb.load_nodes("all").models
@@ -288,11 +299,7 @@ def test_openb_power_measures_prints_and_refuses_bad_input(small, tmp_path, caps
     """`python -m vte.openb --power`, through the benchmark that wraps it."""
     from benchmarks import openb_power
     nodes = small[0]
-    rows = [(f"p{i}", 1000 * (1 + i % 3), 1024, n, m, "") for i, (n, m) in
-            enumerate([(1, 500), (1, 1000), (0, 0), (2, 1000), (1, 300), (1, 700)] * 2)]
-    pods = tmp_path / "pods.csv"
-    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
-                    + "".join(",".join(map(str, r)) + "\n" for r in rows))
+    pods = twelve_pods(tmp_path)
     out, png = tmp_path / "p.json", tmp_path / "p.png"
     result = openb_power.main(["--nodes", nodes.path, "--pods", str(pods), "--seeds", "2",
                                "--policies", "fgd,pwr", "--json", str(out), "--png", str(png),
@@ -308,6 +315,42 @@ def test_openb_power_measures_prints_and_refuses_bad_input(small, tmp_path, caps
         openb_power.main(["--policies", "pwr,best_fit"])
     with pytest.raises(ValueError, match=r"unknown \['pwr_fgd'\]"):
         openb_power.main(["--nodes", nodes.path, "--pods", str(pods), "--policies", "fgd,pwr_fgd"])
+
+
+def test_the_command_replays_pwr_within_a_bases_margin_by_name(small, tmp_path):
+    """`python -m vte.openb --policies pwr_within:<M>:<base>` replays `power.pwr_within`
+    over the named base (the learned front's points by name); a bad margin or base is
+    refused, naming it, before any file is read."""
+    from vte.openb import power_experiment
+    from vte.openb.__main__ import main as openb_main
+    from vte.openb.policies import POLICIES
+    nodes = small[0]
+    pods = twelve_pods(tmp_path)
+    names = ["fgd", "pwr_within:8:fgd", "pwr_within:inf:fgd", "pwr_within:0.5:best_fit"]
+    result = openb_main(["--nodes", nodes.path, "--pods", str(pods), "--seeds", "2", "--power",
+                         "--policies", ",".join(names), "--no-progress", "--chunk", "8"])
+    fgd, best_fit = POLICIES["fgd"], POLICIES["best_fit"]
+    direct = power_experiment.measure(
+        nodes, openb.load_pods(str(pods), nodes),
+        {"fgd": fgd, "pwr_within:8:fgd": power.pwr_within(fgd, 8, nodes.models),
+         "pwr_within:inf:fgd": power.pwr_within(fgd, float("inf"), nodes.models),
+         "pwr_within:0.5:best_fit": power.pwr_within(best_fit, 0.5, nodes.models)},
+        [42, 43], 1.3, chunk=8)
+    assert list(result["policies"]) == names
+    for name in names:
+        ours, theirs = result["policies"][name], direct["policies"][name]
+        for key in ("power_w", "grar_per_seed", "savings_plateau_per_seed_pct"):
+            assert ours[key] == theirs[key], (name, key)
+    savings = [result["policies"][n]["savings_plateau_pct"]["mean"] for n in names[:3]]
+    assert savings[0] == 0 < savings[1] < savings[2]      # the margin reaches the replay
+    missing = ["--pods", str(tmp_path / "nope.csv"), "--no-progress"]    # the name is refused first
+    for bad in ("pwr_within:x:fgd", "pwr_within:-1:fgd", "pwr_within:nan:fgd", "pwr_within:8",
+                "pwr_within:8:"):
+        with pytest.raises(ValueError, match=f"{bad!r} is invalid: allowed 'pwr_within:<M>:<base>'"):
+            openb_main(["--policies", f"fgd,{bad}"] + missing)
+    for bad in ("pwr_within:8:nope", "pwr_within:8:plan:fgd", "pwr_within:8:pwr_within:8:fgd"):
+        with pytest.raises(ValueError, match=r"unknown \[" + f"{bad!r}"):
+            openb_main(["--policies", f"fgd,{bad}"] + missing)
 
 
 def test_the_environment_reports_power_and_weighs_it_by_the_preference(tmp_path):

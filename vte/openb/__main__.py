@@ -22,7 +22,9 @@ STEP of one, e.g. to choose a checkpoint on other seeds with --first-seed), and 
 before any of those: the lookahead planner over it (`vte.openb.lookahead`, --plan-*
 settings, recorded in the JSON under "plan"; e.g. plan:RUN_DIR --plan-rollouts fgd
 --plan-horizon 32 --plan-confidence 2: a network's candidates, FGD's futures, the choice
-by evidence). --power runs the PWR paper's experiment instead (OPENB.md section 11):
+by evidence). "pwr_within:<M>:" before a published policy or a run directory is PWR among
+the nodes it scores within M of its best (`power.pwr_within`; M in nats of a network's
+logits, e.g. pwr_within:8:RUN_DIR, the learned power front's points; OPENB.md section 11). --power runs the PWR paper's experiment instead (OPENB.md section 11):
 datacenter power against arrived GPU demand, savings against FGD ("fgd" must be among the
 policies) and GRAR at x = 1.0, beside the paper's readings; its JSON and figure (power and
 savings per policy) go to --json and --png (per trace `openb_power_<trace>.json/png` in a
@@ -44,7 +46,7 @@ from vte.openb.cache import RunCache
 from vte.openb.experiment import (format_summary, format_table, ordering, plot, plot_overview,
                                   run_traces, summary, trace_name)
 from vte.openb.policies import POLICIES
-from vte.openb.power import parse_name, policy_by_name
+from vte.openb.power import parse_name, policy_by_name, pwr_within
 from vte.openb.trace import TRACES, TraceError, load_nodes, load_pods
 
 
@@ -75,6 +77,7 @@ def _check_dir(path: str, flag: str) -> None:
 
 
 PLAN = "plan:"      # "plan:<base>": the lookahead planner over a base policy (`lookahead`)
+WITHIN = "pwr_within:"   # "pwr_within:<M>:<base>": PWR among the base's near-best nodes
 
 
 def _is_run(name: str) -> bool:
@@ -83,11 +86,35 @@ def _is_run(name: str) -> bool:
     return is_run_path(name)
 
 
+def _within(name: str) -> tuple[float, str] | None:
+    """(M, base) of "pwr_within:<M>:<base>" (`power.pwr_within`: PWR among the nodes the
+    base scores within M of its best), None for another name; ValueError naming the name
+    when M is not a number >= 0 (inf allowed) or the base is missing."""
+    if not name.startswith(WITHIN):
+        return None
+    text, _, base = name[len(WITHIN):].partition(":")
+    try:
+        margin = float(text)
+    except ValueError:
+        margin = float("nan")
+    if not margin >= 0 or not base:
+        raise ValueError(f"--policies: {name!r} is invalid: allowed 'pwr_within:<M>:<base>' with "
+                         "M a number >= 0 (inf allowed; nats of a network's logits, points of a "
+                         "published score) and base a published policy, 'pwr_fgd:<a>' or a run "
+                         "directory, e.g. pwr_within:8:RUN_DIR")
+    return margin, base
+
+
 def _known(name: str) -> bool:
-    """A published or power policy, a run directory (or `DIR@STEP`), or plan: over one of
-    those."""
+    """A published or power policy, a run directory (or `DIR@STEP`), pwr_within:<M>: before
+    one of those, or plan: before any of these."""
     if name.startswith(PLAN):
         name = name[len(PLAN):]
+    within = _within(name)
+    if within is not None:
+        name = within[1]
+        if name.startswith((PLAN, WITHIN)):
+            return False
     return name in POLICIES or parse_name(name) is not None or _is_run(name)
 
 
@@ -100,7 +127,8 @@ def _policies(text: str) -> list[str]:
                          f"give 'all' or a comma-separated subset of {list(POLICIES)}, 'pwr', "
                          "'pwr_fgd:<a>' (a integer in [0, 1000]), run directories of "
                          "train/ppo.py or train/imitate.py --env openb (DIR@STEP: one of "
-                         "their checkpoints), and 'plan:' before "
+                         "their checkpoints), 'pwr_within:<M>:' before one of those (PWR "
+                         "among its nodes within M of its best) and 'plan:' before "
                          "any of those (the lookahead planner over it)")
     if len(set(names)) != len(names):
         raise ValueError(f"--policies {text!r} names a policy twice")
@@ -219,6 +247,9 @@ def main(argv: list[str] | None = None) -> dict:
                 policy(name[len(PLAN):]), *plan_settings, pods_first=args.plan_pods_first,
                 rollouts=None if args.plan_rollouts is None else policy(args.plan_rollouts),
                 confidence=args.plan_confidence)
+        within = _within(name)
+        if within is not None:
+            return pwr_within(policy(within[1]), within[0], nodes.models)
         if _is_run(name):
             return _learned(name, max(len(nodes.models), 1))
         return policy_by_name(name, nodes.models)
