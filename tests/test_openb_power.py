@@ -346,7 +346,8 @@ def test_the_command_replays_pwr_within_a_bases_margin_by_name(small, tmp_path):
     missing = ["--pods", str(tmp_path / "nope.csv"), "--no-progress"]    # the name is refused first
     for bad in ("pwr_within:x:fgd", "pwr_within:-1:fgd", "pwr_within:nan:fgd", "pwr_within:8",
                 "pwr_within:8:"):
-        with pytest.raises(ValueError, match=f"{bad!r} is invalid: allowed 'pwr_within:<M>:<base>'"):
+        with pytest.raises(ValueError,
+                           match=f"{bad!r} is invalid: allowed 'pwr_within:<M>:<base>'"):
             openb_main(["--policies", f"fgd,{bad}"] + missing)
     for bad in ("pwr_within:8:nope", "pwr_within:8:plan:fgd", "pwr_within:8:pwr_within:8:fgd"):
         with pytest.raises(ValueError, match=r"unknown \[" + f"{bad!r}"):

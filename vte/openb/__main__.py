@@ -24,11 +24,12 @@ settings, recorded in the JSON under "plan"; e.g. plan:RUN_DIR --plan-rollouts f
 --plan-horizon 32 --plan-confidence 2: a network's candidates, FGD's futures, the choice
 by evidence). "pwr_within:<M>:" before a published policy or a run directory is PWR among
 the nodes it scores within M of its best (`power.pwr_within`; M in nats of a network's
-logits, e.g. pwr_within:8:RUN_DIR, the learned power front's points; OPENB.md section 11). --power runs the PWR paper's experiment instead (OPENB.md section 11):
-datacenter power against arrived GPU demand, savings against FGD ("fgd" must be among the
-policies) and GRAR at x = 1.0, beside the paper's readings; its JSON and figure (power and
-savings per policy) go to --json and --png (per trace `openb_power_<trace>.json/png` in a
-directory with several traces).
+logits, e.g. pwr_within:8:RUN_DIR, the learned power front's points). --power runs the PWR
+paper's experiment instead (OPENB.md section 11): datacenter power against arrived GPU
+demand, savings against FGD ("fgd" must be among the policies) and GRAR at x = 1.0,
+beside the paper's readings; its JSON and figure (power and savings per policy) go to
+--json and --png (per trace `openb_power_<trace>.json/png` in a directory with several
+traces).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def _within(name: str) -> tuple[float, str] | None:
     except ValueError:
         margin = float("nan")
     if not margin >= 0 or not base:
-        raise ValueError(f"--policies: {name!r} is invalid: allowed 'pwr_within:<M>:<base>' with "
+        raise ValueError(f"{name!r} is invalid: allowed 'pwr_within:<M>:<base>' with "
                          "M a number >= 0 (inf allowed; nats of a network's logits, points of a "
                          "published score) and base a published policy, 'pwr_fgd:<a>' or a run "
                          "directory, e.g. pwr_within:8:RUN_DIR")
@@ -121,7 +122,10 @@ def _known(name: str) -> bool:
 def _policies(text: str) -> list[str]:
     """Names of published policies and trained run directories (`train/*.py --env openb`)."""
     names = list(POLICIES) if text == "all" else [p.strip() for p in text.split(",") if p.strip()]
-    unknown = [p for p in names if not _known(p)]
+    try:
+        unknown = [p for p in names if not _known(p)]
+    except ValueError as err:
+        raise ValueError(f"--policies: {err}") from None
     if unknown or not names:
         raise ValueError(f"--policies {text!r}: unknown {unknown or 'empty list'}; "
                          f"give 'all' or a comma-separated subset of {list(POLICIES)}, 'pwr', "
@@ -216,8 +220,12 @@ def main(argv: list[str] | None = None) -> dict:
     plan_settings = lookahead.check_settings(args.plan_candidates, args.plan_futures,
                                              args.plan_horizon, args.plan_start)
     lookahead.check_confidence(args.plan_confidence, plan_settings[1], args.plan_pods_first)
+    try:
+        rollouts_known = args.plan_rollouts is None or _known(args.plan_rollouts)
+    except ValueError as err:
+        raise ValueError(f"--plan-rollouts: {err}") from None
     if args.plan_rollouts is not None and (args.plan_rollouts.startswith(PLAN)
-                                           or not _known(args.plan_rollouts)):
+                                           or not rollouts_known):
         raise ValueError(f"--plan-rollouts {args.plan_rollouts!r}: allowed a published policy "
                          f"({list(POLICIES)}, 'pwr', 'pwr_fgd:<a>') or a run directory, not a "
                          "planner")
