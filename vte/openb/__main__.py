@@ -227,8 +227,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.plan_rollouts is not None and (args.plan_rollouts.startswith(PLAN)
                                            or not rollouts_known):
         raise ValueError(f"--plan-rollouts {args.plan_rollouts!r}: allowed a published policy "
-                         f"({list(POLICIES)}, 'pwr', 'pwr_fgd:<a>') or a run directory, not a "
-                         "planner")
+                         f"({list(POLICIES)}, 'pwr', 'pwr_fgd:<a>'), a run directory or "
+                         "'pwr_within:<M>:' before one of those, not a planner")
     if args.power and "fgd" not in policies:
         raise ValueError(f"--power --policies {args.policies!r}: 'fgd' must be among them (the "
                          "reference of the savings)")
