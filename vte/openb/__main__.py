@@ -47,7 +47,7 @@ from vte.openb.cache import RunCache
 from vte.openb.experiment import (format_summary, format_table, ordering, plot, plot_overview,
                                   run_traces, summary, trace_name)
 from vte.openb.policies import POLICIES
-from vte.openb.power import parse_name, policy_by_name, pwr_within
+from vte.openb.power import _margin, parse_name, policy_by_name, pwr_within
 from vte.openb.trace import TRACES, TraceError, load_nodes, load_pods
 
 
@@ -95,10 +95,10 @@ def _within(name: str) -> tuple[float, str] | None:
         return None
     text, _, base = name[len(WITHIN):].partition(":")
     try:
-        margin = float(text)
+        margin = _margin(float(text))        # pwr_within's own rule for a margin
     except ValueError:
-        margin = float("nan")
-    if not margin >= 0 or not base:
+        margin = None
+    if margin is None or not base:
         raise ValueError(f"{name!r} is invalid: allowed 'pwr_within:<M>:<base>' with "
                          "M a number >= 0 (inf allowed; nats of a network's logits, points of a "
                          "published score) and base a published policy, 'pwr_fgd:<a>' or a run "
