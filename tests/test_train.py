@@ -14,6 +14,7 @@ from vte import checkpoint as ckpt
 from train import core, imitate, ppo
 from train import run as run_lib
 from train.config import ImitateConfig, PPOConfig, minibatches_of
+from train.envs import make_env
 from vte.network import masked_logits
 
 TINY = ["--num-nodes", "8", "--queue-len", "4", "--episode-len", "6", "--num-envs", "8",
@@ -733,3 +734,35 @@ def test_the_critic_warmup_passes_gradients_to_the_critics_own_layers_only():
             assert all(bool(jnp.all(g == expect)) for g in leaves.values()), (warm, layer)
     with pytest.raises(ValueError, match="no layer named value_hidden or value"):
         ppo.critic_only({"params": {"dense": {"kernel": jnp.ones(2)}}}, jnp.bool_(True))
+
+
+def test_spread_starts_puts_each_environment_at_its_own_phase_of_an_episode(ppo_run):
+    """--spread-starts: the environments of a fresh runner sit at steps drawn in 0..L - 1
+    (L the episode's step limit), not all at 0; the draw is the key's, and the rest of the
+    runner (network, optimiser, key stream) is the run's without it (to float rounding:
+    another program). Saved runs from before
+    the flag load with it off."""
+    config = PPOConfig.from_args(PPO_RUN)
+    spread = PPOConfig.from_args(PPO_RUN + ["--spread-starts"])
+    length = 6                                           # TINY's --episode-len
+    runners = []
+    for c in (config, spread, spread):
+        init, _ = ppo.make_update(c)
+        runners.append(jax.jit(init)(jax.random.PRNGKey(3)))
+    plain, a, b = runners
+    assert np.all(np.asarray(plain.env_state.steps) == 0)
+    steps = np.asarray(a.env_state.steps)
+    assert steps.min() >= 0 and steps.max() < length and len(set(steps.tolist())) > 2, steps
+    jax.tree_util.tree_map(np.testing.assert_array_equal, a, b)      # the key's, each time
+    for same in ("rng", "update"):
+        np.testing.assert_array_equal(getattr(plain, same), getattr(a, same))
+    close = lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-7)   # noqa: E731
+    jax.tree_util.tree_map(close, (plain.params, plain.opt_state), (a.params, a.opt_state))
+    # the observation is the one of the state it sits in
+    obs = jax.vmap(vte.get_obs, (0, None))(a.env_state, make_env(spread).params)
+    jax.tree_util.tree_map(np.testing.assert_allclose, obs, a.obs)
+    out, _ = ppo_run
+    older = {k: v for k, v in ckpt.load_config(out).items() if k != "spread_starts"}
+    assert PPOConfig.from_dict(older).spread_starts is False
+    assert spread.to_dict()["spread_starts"] is True
+    assert PPOConfig.from_dict(spread.to_dict()) == spread

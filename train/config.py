@@ -43,7 +43,7 @@ ADDED_LATER = {"env": "synthetic", "teacher": "optimal", "distill_temp": 0.0,
                "critic_warmup": 0, "online": False, "plan_candidates": None,
                "plan_futures": None, "plan_horizon": None, "plan_costs": False,
                "plan_pods_first": False, "plan_rollouts": None, "plan_confidence": 0.0,
-               "keep_checkpoints": 3}
+               "keep_checkpoints": 3, "spread_starts": False}
 for _env in ENVS:
     ADDED_LATER.update(registry.registration(_env).defaults)
 # Fields stored under "env" in config.json (the layout every saved run has): the name and
@@ -103,6 +103,11 @@ class TrainConfig:
     init_from: str | None = flag(None, "start from the latest checkpoint of another run (e.g. "
                                  "imitation), or from checkpoint STEP with DIR@STEP: its seed-0 "
                                  "network, which every --seeds model starts from", metavar="DIR")
+    spread_starts: bool = flag(False, "before the first update, play each environment a "
+                               "uniformly drawn number of steps (0 to the episode's step limit "
+                               "- 1) with the starting network, so that the first rollouts "
+                               "cover every phase of an episode rather than its first steps "
+                               "(short runs, e.g. a round of expert iteration from --init-from)")
     # environment
     env: str = flag("synthetic", "the environment (vte.registered()): " + "; ".join(
                     f"{e}: {registry.registration(e).summary}" for e in ENVS),

@@ -77,8 +77,46 @@ def init_runner(rng: jax.Array, config: TrainConfig, env: TrainEnv, net,
     obs, env_state = jax.vmap(env.reset)(jax.random.split(k_env, config.num_envs))
     if params is None:
         params = net.init(k_net, jax.tree_util.tree_map(lambda x: x[0], obs))
+    if config.spread_starts:   # a key of its own: the run's stream is the same without it
+        env_state, obs = spread_starts(jax.random.fold_in(k_env, 1), env, net, params,
+                                       env_state, obs)
     return Runner(params=params, opt_state=tx.init(params), env_state=env_state, obs=obs,
                   rng=k_run, update=jnp.zeros((), jnp.int32))
+
+
+def spread_starts(rng: jax.Array, env: TrainEnv, net, params, env_state, obs):
+    """Each environment played on for its own number of steps, drawn uniformly in
+    0..L - 1 (L = the params' `max_steps_in_episode`), by the network `params` (actions
+    sampled from its masked logits, as `collect` does); an episode that ends on the way
+    starts a new one (the environment's auto-reset). Returns (env_state, obs), batched as
+    given: environments that were all at the start of an episode now sit at every phase
+    of one, so the first rollouts see late decisions as often as early ones.
+
+    One `lax.scan` of L steps over every environment (a step an environment skips is
+    computed and discarded): the cost of L rollout steps without a teacher."""
+    length = int(env.params.max_steps_in_episode)
+    num_envs = jax.tree_util.tree_leaves(obs)[0].shape[0]
+    k_skip, rng = jax.random.split(rng)
+    skip = jax.random.randint(k_skip, (num_envs,), 0, length)
+
+    def keep(moved, new, old):
+        return jnp.where(moved.reshape(moved.shape + (1,) * (new.ndim - 1)), new, old)
+
+    def one_step(carry, t):
+        env_state, obs, rng = carry
+        rng, k_act, k_env = jax.random.split(rng, 3)
+        logits, _ = net.apply(params, obs)
+        action = jax.random.categorical(k_act, logits).astype(jnp.int32)
+        next_obs, next_state, *_ = jax.vmap(env.step)(
+            jax.random.split(k_env, num_envs), env_state, action)
+        moved = t < skip
+        pick = lambda new, old: keep(moved, new, old)   # noqa: E731
+        return (jax.tree_util.tree_map(pick, next_state, env_state),
+                jax.tree_util.tree_map(pick, next_obs, obs), rng), None
+
+    (env_state, obs, _), _ = jax.lax.scan(one_step, (env_state, obs, rng),
+                                          jnp.arange(length))
+    return env_state, obs
 
 
 def collect(env: TrainEnv, net, runner: Runner, config: TrainConfig,
