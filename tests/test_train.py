@@ -740,8 +740,7 @@ def test_spread_starts_puts_each_environment_at_its_own_phase_of_an_episode(ppo_
     """--spread-starts: the environments of a fresh runner sit at steps drawn in 0..L - 1
     (L the episode's step limit), not all at 0; the draw is the key's, and the rest of the
     runner (network, optimiser, key stream) is the run's without it (to float rounding:
-    another program). Saved runs from before
-    the flag load with it off."""
+    another program). Saved runs from before the flag load with it off."""
     config = PPOConfig.from_args(PPO_RUN)
     spread = PPOConfig.from_args(PPO_RUN + ["--spread-starts"])
     length = 6                                           # TINY's --episode-len
