@@ -23,6 +23,7 @@ from jax.sharding import PartitionSpec as P
 from train.config import TrainConfig
 from train.envs import TrainEnv
 from vte import distributed as dist
+from vte.environment import where_batch
 
 
 @struct.dataclass
@@ -99,9 +100,6 @@ def spread_starts(rng: jax.Array, env: TrainEnv, net, params, env_state, obs):
     k_skip, rng = jax.random.split(rng)
     skip = jax.random.randint(k_skip, (num_envs,), 0, length)
 
-    def keep(moved, new, old):
-        return jnp.where(moved.reshape(moved.shape + (1,) * (new.ndim - 1)), new, old)
-
     def one_step(carry, t):
         env_state, obs, rng = carry
         rng, k_act, k_env = jax.random.split(rng, 3)
@@ -110,9 +108,7 @@ def spread_starts(rng: jax.Array, env: TrainEnv, net, params, env_state, obs):
         next_obs, next_state, *_ = jax.vmap(env.step)(
             jax.random.split(k_env, num_envs), env_state, action)
         moved = t < skip
-        pick = lambda new, old: keep(moved, new, old)   # noqa: E731
-        return (jax.tree_util.tree_map(pick, next_state, env_state),
-                jax.tree_util.tree_map(pick, next_obs, obs), rng), None
+        return (*where_batch(moved, (next_state, next_obs), (env_state, obs)), rng), None
 
     (env_state, obs, _), _ = jax.lax.scan(one_step, (env_state, obs, rng),
                                           jnp.arange(length))

@@ -185,6 +185,14 @@ def _unfold(tree, axis_size):
     return jax.tree_util.tree_map(lambda x: x.reshape((axis_size, -1) + x.shape[1:]), tree)
 
 
+def where_batch(mask: jax.Array, new, old):
+    """Per element of a batch: `new` where `mask`, `old` elsewhere. `mask` (n,) bool;
+    `new` and `old` pytrees of one structure, every leaf (n, ...)."""
+    n = mask.shape[0]
+    return jax.tree_util.tree_map(
+        lambda a, b: jnp.where(mask.reshape((n,) + (1,) * (a.ndim - 1)), a, b), new, old)
+
+
 def make_auto_reset(reset_state: Callable) -> Callable:
     """`reset_if_done(key, state, done, params)`: `state`, or `reset_state(reset_key(key),
     params)` where `done` (`state` any pytree that `reset_state` returns, e.g. a state
@@ -195,18 +203,12 @@ def make_auto_reset(reset_state: Callable) -> Callable:
 
     reset_state = jax.jit(reset_state)
 
-    def select(done, fresh, state):
-        n = done.shape[0]
-        return jax.tree_util.tree_map(
-            lambda new, old: jnp.where(done.reshape((n,) + (1,) * (new.ndim - 1)), new, old),
-            fresh, state)
-
     @jax.custom_batching.custom_vmap
     def where_done(key, state, done, params):
         """Along the leading axis of key, state, done and params: fresh where done."""
         def do_reset():
             fresh = jax.vmap(lambda k, p: reset_state(reset_key(k), p))(key, params)
-            return select(done, fresh, state)
+            return where_batch(done, fresh, state)
         return lax.cond(jnp.any(done), do_reset, lambda: state)
 
     @jax.custom_batching.custom_vmap
@@ -214,7 +216,7 @@ def make_auto_reset(reset_state: Callable) -> Callable:
         """As `where_done`, with one `params` for the whole leading axis."""
         def do_reset():
             fresh = jax.vmap(lambda k: reset_state(reset_key(k), params))(key)
-            return select(done, fresh, state)
+            return where_batch(done, fresh, state)
         return lax.cond(jnp.any(done), do_reset, lambda: state)
 
     @jax.custom_batching.custom_vmap
