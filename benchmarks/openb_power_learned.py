@@ -12,7 +12,9 @@ preference w is the network with `Observation.preference` = w (`network.as_polic
 a x PWR + (1000 - a) x the network's rescaled logits (`power.pwr_with`), named
 `learned+pwr@a`, part of the learned front too (`--preferences ""` for these alone), and
 `--pwr-margins M,...` the network at w = 0 with PWR choosing among the nodes whose logit is
-within M nats of its best (`power.pwr_within`), named `learned+pwr_within@M`.
+within M nats of its best (`power.pwr_within`), named `learned+pwr_within@M`; with
+`--pwr-switch X/m` the margin is m once the arrived GPU demand reaches X of the cluster's
+GPUs (`pwr_within(..., switch_at=X, late_margin=m)`), named `learned+pwr_within[X/m]@M`.
 FGD is always replayed (the savings' reference); the other published and power
 policies are replayed (`--policies`) or, with `--baselines`, taken from an earlier
 `benchmarks/openb_power.py` JSON of the same trace, tune and seeds, whose FGD must equal the
@@ -32,15 +34,19 @@ from vte import checkpoint as ckpt
 from vte.files import atomic_write, atomic_write_text, check_output_path
 from vte.openb import power_experiment
 from vte.openb.network import as_policy, models_of
-from vte.openb.power import WEIGHT_TOTAL, policy_by_name, power_model, pwr_with, pwr_within
+from vte.openb.power import (WEIGHT_TOTAL, _margin, _switch_at, policy_by_name, power_model,
+                             pwr_with, pwr_within)
 from vte.openb.trace import TraceError, load_nodes, load_pods
 
 
 def learned_policies(run: str, preferences: list[float], nodes,
-                     pwr_weights: tuple[int, ...] = (), pwr_margins: tuple[float, ...] = ()) -> dict:
+                     pwr_weights: tuple[int, ...] = (), pwr_margins: tuple[float, ...] = (),
+                     pwr_switch: tuple[float, float] | None = None) -> dict:
     """`learned@w` -> the run's seed-0 network as a replay policy at preference w,
     `learned+pwr@a` -> that network at w = 0 combined with PWR at weight a (`pwr_with`), and
-    `learned+pwr_within@m` -> PWR among its nodes within m nats of its best (`pwr_within`)."""
+    `learned+pwr_within@m` -> PWR among its nodes within m nats of its best (`pwr_within`);
+    with `pwr_switch` = (x, late), `learned+pwr_within[x/late]@m` -> the same with the
+    margin `late` once the arrived GPU demand reaches x of the cluster's GPUs."""
     config = ckpt.load_config(run)
     net, variables = ckpt.network_from_config(config), ckpt.load_variables(run)
     watts = power_model(nodes.models)
@@ -48,8 +54,14 @@ def learned_policies(run: str, preferences: list[float], nodes,
            for w in preferences}
     alone = as_policy(net, variables, models_of(variables), 0.0, watts)
     out.update({f"learned+pwr@{a}": pwr_with(alone, a, nodes.models) for a in pwr_weights})
-    out.update({f"learned+pwr_within@{m:g}": pwr_within(alone, m, nodes.models)
-                for m in pwr_margins})
+    if pwr_switch is None:
+        out.update({f"learned+pwr_within@{m:g}": pwr_within(alone, m, nodes.models)
+                    for m in pwr_margins})
+    else:
+        x, late = pwr_switch
+        out.update({f"learned+pwr_within[{x:g}/{late:g}]@{m:g}":
+                    pwr_within(alone, m, nodes.models, switch_at=x, late_margin=late)
+                    for m in pwr_margins})
     return out
 
 
@@ -77,6 +89,19 @@ def _pwr_margins(text: str) -> tuple[float, ...]:
     if values is None or any(not v >= 0 for v in values) or len(set(values)) != len(values):
         raise ValueError(f"--pwr-margins {text!r}: distinct numbers >= 0 (nats), comma-separated")
     return values
+
+
+def _pwr_switch(text: str | None) -> tuple[float, float] | None:
+    """(x, m) of `--pwr-switch X/m`, checked by `pwr_within`'s own rules."""
+    if text is None:
+        return None
+    x, slash, late = text.partition("/")
+    try:
+        return _switch_at(float(x)), _margin(float(late))
+    except ValueError:
+        raise ValueError(f"--pwr-switch {text!r}: allowed X/m, X the arrived GPU demand (a "
+                         "finite share of the cluster's GPUs > 0, e.g. 0.8) from which the "
+                         "margin is m (a number >= 0, nats), e.g. 0.8/8") from None
 
 
 def _baselines(path: str, pods, tune: float, seeds: list[int]) -> dict:
@@ -123,6 +148,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--pwr-margins", default="",
                         help="margins M (nats) of PWR among the network's near-best nodes "
                              "(learned+pwr_within@M)")
+    parser.add_argument("--pwr-switch", default=None, metavar="X/m",
+                        help="with --pwr-margins: the margin is m once the arrived GPU demand "
+                             "reaches X of the cluster's GPUs (learned+pwr_within[X/m]@M)")
     parser.add_argument("--policies", default="fgd",
                         help="published and power policies replayed beside (fgd always)")
     parser.add_argument("--baselines", default=None, help="an earlier openb_power.py JSON")
@@ -152,7 +180,9 @@ def main(argv: list[str] | None = None) -> dict:
     if not 1 <= args.seeds <= 4096:
         raise ValueError(f"--seeds {args.seeds}: must be in [1, 4096]")
     preferences, pwr_weights = _preferences(args.preferences), _pwr_weights(args.pwr_weights)
-    pwr_margins = _pwr_margins(args.pwr_margins)
+    pwr_margins, pwr_switch = _pwr_margins(args.pwr_margins), _pwr_switch(args.pwr_switch)
+    if pwr_switch is not None and not pwr_margins:
+        raise ValueError("--pwr-switch applies to --pwr-margins, which is empty")
     if not preferences and not pwr_weights and not pwr_margins:
         raise ValueError("--preferences, --pwr-weights and --pwr-margins are all empty: nothing "
                          "learned to measure")
@@ -160,7 +190,7 @@ def main(argv: list[str] | None = None) -> dict:
     pods = load_pods(args.pods, nodes)
     names = list(dict.fromkeys(["fgd"] + [p.strip() for p in args.policies.split(",") if p.strip()]))
     chosen = {name: policy_by_name(name, nodes.models) for name in names}
-    learned = learned_policies(args.run, preferences, nodes, pwr_weights, pwr_margins)
+    learned = learned_policies(args.run, preferences, nodes, pwr_weights, pwr_margins, pwr_switch)
     seeds = list(range(42, 42 + args.seeds))
     base = None if args.baselines is None else _baselines(args.baselines, pods, args.tune, seeds)
     result = power_experiment.measure(nodes, pods, {**chosen, **learned}, seeds, args.tune,

@@ -3,6 +3,7 @@ the PWR+FGD mixes worked out by hand on a small cluster, the replay's power log 
 paper's interpolation."""
 
 import json
+import re
 
 import jax
 import jax.numpy as jnp
@@ -211,6 +212,41 @@ def test_pwr_within_the_bases_margin_by_hand(small):
             power.pwr_within(lambda *_: None, bad)
 
 
+def test_pwr_within_switches_to_the_late_margin_once_the_demand_arrived(small):
+    """`pwr_within(..., switch_at=x, late_margin=m)`: the margin while the arrived GPU demand
+    is below x of the cluster's GPU milli, m from x on (the same scores as `pwr_within` at
+    m); under jit and vmap over states; a bad switch or late margin refused, named."""
+    nodes, spec, state, table = small
+    state = with_node(state, 0, [600, 1000], cpu_free=30000)
+    p = pod(cpu=1000, milli=200)
+    feasible = cluster.feasible(state, p, spec)
+    key = jax.random.PRNGKey(0)
+    masked = float(np.finfo(np.float32).min)
+    base = lambda *_: (jnp.array([1.234, -0.5, 3.0, masked]), jnp.array([1, 0, 0, 0], jnp.int32))  # noqa: E731
+    capacity = int(spec.total_gpu_milli)                         # 7 GPUs: 7000 milli
+    assert capacity == 7000
+    switched = power.pwr_within(base, float("inf"), nodes.models, switch_at=0.5, late_margin=0.0)
+    early = power.pwr_within(base, float("inf"), nodes.models)
+    late = power.pwr_within(base, 0.0, nodes.models)
+
+    def scores(policy, arrived):
+        return np.asarray(policy(key, state.replace(arrived=jnp.int32(arrived)), p, feasible,
+                                 spec)[0])
+    for arrived, same_as in ((0, early), (3499, early), (3500, late), (9100, late)):
+        np.testing.assert_array_equal(scores(switched, arrived), scores(same_as, arrived))
+    assert np.argmax(scores(switched, 3499)[:3]) == 0            # PWR: n0 adds no watts
+    assert np.argmax(scores(switched, 3500)[:3]) == 2            # the base's best
+    states = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs),
+                                    *[state.replace(arrived=jnp.int32(a)) for a in (0, 5000)])
+    batched = jax.jit(jax.vmap(lambda s: switched(key, s, p, feasible, spec)[0]))(states)
+    np.testing.assert_array_equal(np.asarray(batched), [scores(early, 0), scores(late, 5000)])
+    for bad in (0, -0.5, float("inf"), float("nan"), True, "0.8"):
+        with pytest.raises(ValueError, match="switch_at=.* is invalid: allowed None"):
+            power.pwr_within(base, 8.0, switch_at=bad)
+    with pytest.raises(ValueError, match="late_margin=-1 is invalid: allowed a number >= 0"):
+        power.pwr_within(base, 8.0, switch_at=0.8, late_margin=-1)
+
+
 def test_names_resolve_and_published_names_stay():
     from vte.openb import policies
     assert list(policies.POLICIES) == ["random", "dot_product", "gpu_clustering", "gpu_packing",
@@ -326,7 +362,8 @@ def test_the_command_replays_pwr_within_a_bases_margin_by_name(small, tmp_path):
     from vte.openb.policies import POLICIES
     nodes = small[0]
     pods = twelve_pods(tmp_path)
-    names = ["fgd", "pwr_within:8:fgd", "pwr_within:inf:fgd", "pwr_within:0.5:best_fit"]
+    names = ["fgd", "pwr_within:8:fgd", "pwr_within:inf:fgd", "pwr_within:0.5:best_fit",
+             "pwr_within:inf@0.3/0:fgd"]
     result = openb_main(["--nodes", nodes.path, "--pods", str(pods), "--seeds", "2", "--power",
                          "--policies", ",".join(names), "--no-progress", "--chunk", "8"])
     fgd, best_fit = POLICIES["fgd"], POLICIES["best_fit"]
@@ -334,7 +371,9 @@ def test_the_command_replays_pwr_within_a_bases_margin_by_name(small, tmp_path):
         nodes, openb.load_pods(str(pods), nodes),
         {"fgd": fgd, "pwr_within:8:fgd": power.pwr_within(fgd, 8, nodes.models),
          "pwr_within:inf:fgd": power.pwr_within(fgd, float("inf"), nodes.models),
-         "pwr_within:0.5:best_fit": power.pwr_within(best_fit, 0.5, nodes.models)},
+         "pwr_within:0.5:best_fit": power.pwr_within(best_fit, 0.5, nodes.models),
+         "pwr_within:inf@0.3/0:fgd": power.pwr_within(fgd, float("inf"), nodes.models,
+                                                      switch_at=0.3, late_margin=0.0)},
         [42, 43], 1.3, chunk=8)
     assert list(result["policies"]) == names
     for name in names:
@@ -343,11 +382,17 @@ def test_the_command_replays_pwr_within_a_bases_margin_by_name(small, tmp_path):
             assert ours[key] == theirs[key], (name, key)
     savings = [result["policies"][n]["savings_plateau_pct"]["mean"] for n in names[:3]]
     assert savings[0] == 0 < savings[1] < savings[2]      # the margin reaches the replay
+    curve = {n: np.asarray(result["policies"][n]["power_w"]) for n in names}
+    x = np.asarray(result["policies"]["fgd"]["x"])
+    switched = curve["pwr_within:inf@0.3/0:fgd"]    # PWR's watts until x = 0.3, FGD's after
+    assert (switched[x < 0.3] == curve["pwr_within:inf:fgd"][x < 0.3]).all()
+    assert not (switched == curve["pwr_within:inf:fgd"]).all()
     missing = ["--pods", str(tmp_path / "nope.csv"), "--no-progress"]    # the name is refused first
     for bad in ("pwr_within:x:fgd", "pwr_within:-1:fgd", "pwr_within:nan:fgd", "pwr_within:8",
-                "pwr_within:8:"):
-        with pytest.raises(ValueError,
-                           match=f"{bad!r} is invalid: allowed 'pwr_within:<M>:<base>'"):
+                "pwr_within:8:", "pwr_within:8@0.8:fgd", "pwr_within:8@0/4:fgd",
+                "pwr_within:8@0.8/-1:fgd", "pwr_within:8@x/4:fgd"):
+        with pytest.raises(ValueError, match=re.escape(
+                f"{bad!r} is invalid: allowed 'pwr_within:<M>:<base>' or")):
             openb_main(["--policies", f"fgd,{bad}"] + missing)
     for bad in ("pwr_within:8:nope", "pwr_within:8:plan:fgd", "pwr_within:8:pwr_within:8:fgd"):
         with pytest.raises(ValueError, match=r"unknown \[" + f"{bad!r}"):

@@ -140,6 +140,21 @@ def test_the_power_front_takes_the_network_combined_with_pwr(imitation_run, trac
     for name in result["learned"] + ["pwr"]:
         assert more["policies"][name] == pol[name], name
     assert set(more["dominance"]) == set(result["dominance"])
+    # --pwr-switch: the margin inf until 5x the cluster's GPUs arrived (never, at tune 1.3)
+    # is the plain margin inf; a switch at 0.3 to the margin 0 is another policy.
+    switched = openb_power_learned.main([
+        "--run", imitation_run[0], "--nodes", node_file, "--pods", pod_file, "--seeds", "2",
+        "--preferences", "", "--pwr-margins", "inf", "--pwr-switch", "5/0", "--no-progress"])
+    never = switched["policies"]["learned+pwr_within[5/0]@inf"]
+    for key in ("grar_per_seed", "power_w"):
+        assert never[key] == pol["learned+pwr_within@inf"][key], key
+    for bad in ("0.8", "0/8", "0.8/-1", "x/8", "inf/8"):
+        with pytest.raises(ValueError, match=re.escape(f"--pwr-switch {bad!r}: allowed X/m")):
+            openb_power_learned.main(["--run", imitation_run[0], "--pwr-margins", "8",
+                                      "--pwr-switch", bad])
+    with pytest.raises(ValueError, match="--pwr-switch applies to --pwr-margins"):
+        openb_power_learned.main(["--run", imitation_run[0], "--preferences", "0",
+                                  "--pwr-switch", "0.8/8"])
     for bad, message in (("0,0", "distinct integers"), ("1001", "in [0, 1000]"), ("-5", "in [0, 1000]")):
         with pytest.raises(ValueError, match=re.escape(message)):
             openb_power_learned.main(["--run", imitation_run[0], "--pwr-weights", bad])

@@ -24,7 +24,9 @@ settings, recorded in the JSON under "plan"; e.g. plan:RUN_DIR --plan-rollouts f
 --plan-horizon 32 --plan-confidence 2: a network's candidates, FGD's futures, the choice
 by evidence). "pwr_within:<M>:" before a published policy or a run directory is PWR among
 the nodes it scores within M of its best (`power.pwr_within`; M in nats of a network's
-logits, e.g. pwr_within:8:RUN_DIR, the learned power front's points). --power runs the PWR
+logits, e.g. pwr_within:8:RUN_DIR, the learned power front's points);
+"pwr_within:<M>@<x>/<m>:" is the same with the margin m once the arrived GPU demand reaches
+x of the cluster's GPUs (e.g. pwr_within:24@0.8/8:RUN_DIR). --power runs the PWR
 paper's experiment instead (OPENB.md section 11): datacenter power against arrived GPU
 demand, savings against FGD ("fgd" must be among the policies) and GRAR at x = 1.0,
 beside the paper's readings; its JSON and figure (power and savings per policy) go to
@@ -47,7 +49,7 @@ from vte.openb.cache import RunCache
 from vte.openb.experiment import (format_summary, format_table, ordering, plot, plot_overview,
                                   run_traces, summary, trace_name)
 from vte.openb.policies import POLICIES
-from vte.openb.power import _margin, parse_name, policy_by_name, pwr_within
+from vte.openb.power import _margin, _switch_at, parse_name, policy_by_name, pwr_within
 from vte.openb.trace import TRACES, TraceError, load_nodes, load_pods
 
 
@@ -87,23 +89,33 @@ def _is_run(name: str) -> bool:
     return is_run_path(name)
 
 
-def _within(name: str) -> tuple[float, str] | None:
-    """(M, base) of "pwr_within:<M>:<base>" (`power.pwr_within`: PWR among the nodes the
-    base scores within M of its best), None for another name; ValueError naming the name
-    when M is not a number >= 0 (inf allowed) or the base is missing."""
+def _within(name: str) -> tuple[float, float | None, float, str] | None:
+    """(M, x, m, base) of "pwr_within:<M>:<base>" or "pwr_within:<M>@<x>/<m>:<base>"
+    (`power.pwr_within`: PWR among the nodes the base scores within M of its best; with
+    "@<x>/<m>", within m once the arrived GPU demand reaches x of the cluster's GPUs; x None
+    without), None for another name; ValueError naming the name when M or m is not a number
+    >= 0 (inf allowed), x not a finite number > 0, or the base is missing."""
     if not name.startswith(WITHIN):
         return None
     text, _, base = name[len(WITHIN):].partition(":")
+    first, at, rest = text.partition("@")
+    switch, slash, late = rest.partition("/")
     try:
-        margin = _margin(float(text))        # pwr_within's own rule for a margin
+        margin = _margin(float(first))       # pwr_within's own rules
+        switch_at = _switch_at(float(switch)) if at else None
+        late_margin = _margin(float(late)) if at else 0.0
+        ok = bool(base) and (not at or bool(slash))
     except ValueError:
-        margin = None
-    if margin is None or not base:
-        raise ValueError(f"{name!r} is invalid: allowed 'pwr_within:<M>:<base>' with "
-                         "M a number >= 0 (inf allowed; nats of a network's logits, points of a "
-                         "published score) and base a published policy, 'pwr_fgd:<a>' or a run "
-                         "directory, e.g. pwr_within:8:RUN_DIR")
-    return margin, base
+        ok = False
+    if not ok:
+        raise ValueError(f"{name!r} is invalid: allowed 'pwr_within:<M>:<base>' or "
+                         "'pwr_within:<M>@<x>/<m>:<base>' with M and m numbers >= 0 (inf "
+                         "allowed; nats of a network's logits, points of a published score), x "
+                         "a finite number > 0 (the arrived GPU demand, a share of the cluster's "
+                         "GPUs, from which the margin is m) and base a published policy, "
+                         "'pwr_fgd:<a>' or a run directory, e.g. pwr_within:8:RUN_DIR or "
+                         "pwr_within:24@0.8/8:RUN_DIR")
+    return margin, switch_at, late_margin, base
 
 
 def _known(name: str) -> bool:
@@ -113,7 +125,7 @@ def _known(name: str) -> bool:
         name = name[len(PLAN):]
     within = _within(name)
     if within is not None:
-        name = within[1]
+        name = within[3]
         if name.startswith((PLAN, WITHIN)):
             return False
     return name in POLICIES or parse_name(name) is not None or _is_run(name)
@@ -257,7 +269,9 @@ def main(argv: list[str] | None = None) -> dict:
                 confidence=args.plan_confidence)
         within = _within(name)
         if within is not None:
-            return pwr_within(policy(within[1]), within[0], nodes.models)
+            margin, switch_at, late_margin, base = within
+            return pwr_within(policy(base), margin, nodes.models, switch_at=switch_at,
+                              late_margin=late_margin)
         if _is_run(name):
             return _learned(name, max(len(nodes.models), 1))
         return policy_by_name(name, nodes.models)

@@ -219,16 +219,30 @@ def pwr_with(base: Policy, a: int, models: Sequence[str] = BUNDLED_MODELS) -> Po
     return policy
 
 
-def _margin(margin) -> float:
+def _margin(margin, name: str = "margin") -> float:
     """A margin of `pwr_within`, checked: ValueError unless a number >= 0 (inf allowed)."""
     if (isinstance(margin, bool) or not isinstance(margin, (int, float, np.integer, np.floating))
             or math.isnan(margin) or margin < 0):
-        raise ValueError(f"margin={margin!r} is invalid: allowed a number >= 0 in the base's "
+        raise ValueError(f"{name}={margin!r} is invalid: allowed a number >= 0 in the base's "
                          "score units (inf: PWR with the base's order on its ties)")
     return float(margin)
 
 
-def pwr_within(base: Policy, margin: float, models: Sequence[str] = BUNDLED_MODELS) -> Policy:
+def _switch_at(switch_at) -> float | None:
+    """The arrived demand of `pwr_within`'s switch, checked: None, or a finite number > 0."""
+    if switch_at is None:
+        return None
+    if (isinstance(switch_at, bool)
+            or not isinstance(switch_at, (int, float, np.integer, np.floating))
+            or not math.isfinite(switch_at) or switch_at <= 0):
+        raise ValueError(f"switch_at={switch_at!r} is invalid: allowed None (no switch) or a "
+                         "finite number > 0, the arrived GPU demand as a share of the "
+                         "cluster's GPUs (e.g. 0.8)")
+    return float(switch_at)
+
+
+def pwr_within(base: Policy, margin: float, models: Sequence[str] = BUNDLED_MODELS, *,
+               switch_at: float | None = None, late_margin: float = 0.0) -> Policy:
     """PWR among the base policy's near-best nodes: the candidates are the feasible nodes
     whose base score is at most `margin` below the best feasible one; the choice is the
     candidate of the best PWR score (`pwr_score`, min-max rescaled over the candidates),
@@ -240,15 +254,28 @@ def pwr_within(base: Policy, margin: float, models: Sequence[str] = BUNDLED_MODE
     resolution of about 0.01 of that range), -1 on every other node; shared_gpu: the
     base's. margin 0: the base's node (PWR only breaks its exact ties); inf: PWR, its ties
     to the base. `margin` is in the base's score units: nats of a network's logits
-    (`network.as_policy`), points of a published 0..100 score. OPENB.md section 11. Raises
-    ValueError on a margin that is negative or not a number."""
+    (`network.as_policy`), points of a published 0..100 score.
+
+    switch_at (share of the cluster's GPU milli, > 0; None: never): once the GPU demand
+    arrived so far (`State.arrived`, the failed pods' included: what any scheduler has seen)
+    reaches switch_at x the cluster's GPU milli, the margin is `late_margin` instead, so
+    PWR saves watts while the cluster has room and the base packs as the cluster fills
+    (e.g. switch_at 0.8, late_margin 8). OPENB.md section 11. Raises ValueError on a margin
+    that is negative or not a number, or a switch_at that is not None or a finite number
+    > 0."""
     margin, table = _margin(margin), power_model(models)
+    switch, late = _switch_at(switch_at), _margin(late_margin, "late_margin")
 
     def policy(key, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
         scores, base_gpu = base(key, state, pod, feasible, spec)
         scores = jnp.asarray(scores, jnp.float32)
+        m = jnp.float32(margin)
+        if switch is not None:                   # demand in float32: the trace's milli < 2^24
+            capacity = jnp.maximum(jnp.asarray(spec.total_gpu_milli, jnp.float32), 1.0)
+            reached = state.arrived.astype(jnp.float32) >= jnp.float32(switch) * capacity
+            m = jnp.where(reached, jnp.float32(late), m)
         best = jnp.max(jnp.where(feasible, scores, -jnp.inf))
-        candidate = feasible & (scores >= best - jnp.float32(margin))
+        candidate = feasible & (scores >= best - m)
         pwr, _ = pwr_score(state, pod, candidate, spec, table)
         order = _base_rescaled(scores, feasible)
         return jnp.where(candidate, pwr.astype(jnp.float32) * 1000.0 + order, -1.0), base_gpu

@@ -226,7 +226,8 @@ def dominance(result: dict, learned: Sequence[str]) -> dict:
 
 
 def ordered_learned(names: Sequence[str]) -> list[str]:
-    """Learned policy names ("learned@w", "learned+pwr@a", "learned+pwr_within@m") without
+    """Learned policy names ("learned@w", "learned+pwr@a", "learned+pwr_within@m",
+    "learned+pwr_within[x/late]@m") without
     repeats, each group in the order it first appears and its members by their number: the
     order of a front's line."""
     names = list(dict.fromkeys(names))
@@ -258,13 +259,18 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str) -> N
         for p in ordered_learned(learned):
             if p in pol:
                 groups.setdefault(p.split("@")[0], []).append(p)
-        for (group, names), color in zip(groups.items(), ("magenta", "darkorange", "teal")):
+        colors = ("magenta", "darkorange", "teal", "royalblue", "crimson", "olive")
+        for i, (group, names) in enumerate(groups.items()):
+            color = colors[i % len(colors)]
             xs = [pol[p]["savings_plateau_pct"]["mean"] for p in names]
             ys = [pol[p]["grar"] for p in names]
             label = {"learned": "learned (preference w)",
                      "learned+pwr": "learned + PWR (weight a)",
-                     "learned+pwr_within": "PWR within the learned margin (nats)"}.get(group, group)
-            ax.plot(xs, ys, "-s", color=color, ms=4, label=label)
+                     "learned+pwr_within": "PWR within the learned margin (nats)"}.get(group)
+            if label is None and group.startswith("learned+pwr_within["):    # [x/late]
+                x, late = group[len("learned+pwr_within["):-1].split("/")
+                label = f"PWR within the learned margin (nats), {late} from x = {x}"
+            ax.plot(xs, ys, "-s", color=color, ms=4, label=label or group)
             for p, x, y in zip(names, xs, ys):
                 ax.annotate(p.split("@")[-1], (x, y), fontsize=7, xytext=(3, -8),
                             textcoords="offset points")
