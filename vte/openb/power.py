@@ -257,12 +257,12 @@ def pwr_within(base: Policy, margin: float, models: Sequence[str] = BUNDLED_MODE
     (`network.as_policy`), points of a published 0..100 score.
 
     switch_at (share of the cluster's GPU milli, > 0; None: never): once the GPU demand
-    arrived so far (`State.arrived`, the failed pods' included: what any scheduler has seen)
+    arrived so far (`State.arrived`, failed pods included: what any scheduler has seen)
     reaches switch_at x the cluster's GPU milli, the margin is `late_margin` instead, so
     PWR saves watts while the cluster has room and the base packs as the cluster fills
     (e.g. switch_at 0.8, late_margin 8). OPENB.md section 11. Raises ValueError on a margin
-    that is negative or not a number, or a switch_at that is not None or a finite number
-    > 0."""
+    or late_margin that is negative or not a number, or a switch_at that is not None or a
+    finite number > 0."""
     margin, table = _margin(margin), power_model(models)
     switch, late = _switch_at(switch_at), _margin(late_margin, "late_margin")
 
@@ -270,7 +270,7 @@ def pwr_within(base: Policy, margin: float, models: Sequence[str] = BUNDLED_MODE
         scores, base_gpu = base(key, state, pod, feasible, spec)
         scores = jnp.asarray(scores, jnp.float32)
         m = jnp.float32(margin)
-        if switch is not None:                   # demand in float32: the trace's milli < 2^24
+        if switch is not None:           # float32: exact up to 2^24 milli (16,777 GPUs)
             capacity = jnp.maximum(jnp.asarray(spec.total_gpu_milli, jnp.float32), 1.0)
             reached = state.arrived.astype(jnp.float32) >= jnp.float32(switch) * capacity
             m = jnp.where(reached, jnp.float32(late), m)

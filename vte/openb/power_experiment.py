@@ -227,9 +227,8 @@ def dominance(result: dict, learned: Sequence[str]) -> dict:
 
 def ordered_learned(names: Sequence[str]) -> list[str]:
     """Learned policy names ("learned@w", "learned+pwr@a", "learned+pwr_within@m",
-    "learned+pwr_within[x/late]@m") without
-    repeats, each group in the order it first appears and its members by their number: the
-    order of a front's line."""
+    "learned+pwr_within[x/late]@m") without repeats, each group in the order it first
+    appears and its members by their number: the order of a front's line."""
     names = list(dict.fromkeys(names))
     groups = list(dict.fromkeys(n.split("@")[0] for n in names))
     return sorted(names, key=lambda n: (groups.index(n.split("@")[0]), float(n.split("@")[1])))
