@@ -34,8 +34,8 @@ from vte import checkpoint as ckpt
 from vte.files import atomic_write, atomic_write_text, check_output_path
 from vte.openb import power_experiment
 from vte.openb.network import as_policy, models_of
-from vte.openb.power import (WEIGHT_TOTAL, _margin, _switch_at, policy_by_name, power_model,
-                             pwr_with, pwr_within)
+from vte.openb.power import (WEIGHT_TOTAL, parse_switch, policy_by_name, power_model, pwr_with,
+                             pwr_within)
 from vte.openb.trace import TraceError, load_nodes, load_pods
 
 
@@ -54,14 +54,11 @@ def learned_policies(run: str, preferences: list[float], nodes,
            for w in preferences}
     alone = as_policy(net, variables, models_of(variables), 0.0, watts)
     out.update({f"learned+pwr@{a}": pwr_with(alone, a, nodes.models) for a in pwr_weights})
-    if pwr_switch is None:
-        out.update({f"learned+pwr_within@{m:g}": pwr_within(alone, m, nodes.models)
-                    for m in pwr_margins})
-    else:
-        x, late = pwr_switch
-        out.update({f"learned+pwr_within[{x:g}/{late:g}]@{m:g}":
-                    pwr_within(alone, m, nodes.models, switch_at=x, late_margin=late)
-                    for m in pwr_margins})
+    x, late = pwr_switch or (None, 0.0)
+    tag = "" if x is None else f"[{x:g}/{late:g}]"
+    out.update({f"learned+pwr_within{tag}@{m:g}":
+                pwr_within(alone, m, nodes.models, switch_at=x, late_margin=late)
+                for m in pwr_margins})
     return out
 
 
@@ -95,9 +92,8 @@ def _pwr_switch(text: str | None) -> tuple[float, float] | None:
     """(x, m) of `--pwr-switch X/m`, checked by `pwr_within`'s own rules."""
     if text is None:
         return None
-    x, slash, late = text.partition("/")
     try:
-        return _switch_at(float(x)), _margin(float(late))
+        return parse_switch(text)
     except ValueError:
         raise ValueError(f"--pwr-switch {text!r}: allowed X/m, X the arrived GPU demand (a "
                          "finite share of the cluster's GPUs > 0, e.g. 0.8) from which the "

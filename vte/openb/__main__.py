@@ -49,7 +49,7 @@ from vte.openb.cache import RunCache
 from vte.openb.experiment import (format_summary, format_table, ordering, plot, plot_overview,
                                   run_traces, summary, trace_name)
 from vte.openb.policies import POLICIES
-from vte.openb.power import _margin, _switch_at, parse_name, policy_by_name, pwr_within
+from vte.openb.power import _margin, parse_name, parse_switch, policy_by_name, pwr_within
 from vte.openb.trace import TRACES, TraceError, load_nodes, load_pods
 
 
@@ -99,12 +99,10 @@ def _within(name: str) -> tuple[float, float | None, float, str] | None:
         return None
     text, _, base = name[len(WITHIN):].partition(":")
     first, at, rest = text.partition("@")
-    switch, slash, late = rest.partition("/")
     try:
         margin = _margin(float(first))       # pwr_within's own rules
-        switch_at = _switch_at(float(switch)) if at else None
-        late_margin = _margin(float(late)) if at else 0.0
-        ok = bool(base) and (not at or bool(slash))
+        switch_at, late_margin = parse_switch(rest) if at else (None, 0.0)
+        ok = bool(base)
     except ValueError:
         ok = False
     if not ok:

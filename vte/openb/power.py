@@ -241,6 +241,15 @@ def _switch_at(switch_at) -> float | None:
     return float(switch_at)
 
 
+def parse_switch(text: str) -> tuple[float, float]:
+    """(switch_at, late_margin) of the text "x/m" (e.g. "0.8/8"), checked by `pwr_within`'s
+    own rules; ValueError otherwise (the callers name the flag or policy it came from)."""
+    x, slash, late = text.partition("/")
+    if not slash:
+        raise ValueError(f"{text!r}: allowed x/m")
+    return _switch_at(float(x)), _margin(float(late), "late_margin")
+
+
 def pwr_within(base: Policy, margin: float, models: Sequence[str] = BUNDLED_MODELS, *,
                switch_at: float | None = None, late_margin: float = 0.0) -> Policy:
     """PWR among the base policy's near-best nodes: the candidates are the feasible nodes
