@@ -20,6 +20,8 @@ policies are replayed (`--policies`) or, with `--baselines`, taken from an earli
 `benchmarks/openb_power.py` JSON of the same trace, tune and seeds, whose FGD must equal the
 one replayed here; when that JSON is an earlier one of this script on the same `--run`,
 its learned policies are kept too (margins added to a measured front).
+The front is judged on the paper's plateau savings (`dominance`) and, when every judged
+policy was replayed with it, on the whole reading, x 0.2..1.0 (`dominance_whole`).
 `--front PNG --fronts A.json,B.json` draws the fronts of finished JSONs.
 """
 
@@ -195,8 +197,17 @@ def main(argv: list[str] | None = None) -> dict:
     if base is not None:
         result = _merge(result, base, args.baselines, args.run)
     result["dominance"] = power_experiment.dominance(result, result["learned"])
+    # The whole reading (x 0.2..1.0) when every judged policy has it (baselines written
+    # before it was recorded do not): it sees what a switch at x >= 0.8 gives back.
+    judged = list(result["learned"]) + power_experiment.mixes(result)
+    whole = all("savings_whole_pct" in result["policies"][p] for p in judged)
+    result["dominance_whole"] = (power_experiment.dominance(result, result["learned"], "whole")
+                                 if whole else None)
     print(power_experiment.format_table(result))
     print(json.dumps(result["dominance"], indent=1))
+    if whole:
+        print("judged on the whole reading (savings over x 0.2..1.0):")
+        print(json.dumps(result["dominance_whole"], indent=1))
     if args.json is not None:
         atomic_write_text(args.json, json.dumps(result, indent=1))
     if "baselines_error" in result:

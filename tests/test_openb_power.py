@@ -288,6 +288,8 @@ def test_the_replay_logs_power_and_the_grid_interpolates(small):
     out = power.summary({"fgd": curves, "pwr": curves}, int(spec.total_gpu_milli))
     assert out["pwr"]["savings_at_end_pct"] == 0.0
     assert out["pwr"]["savings_plateau_per_seed_pct"] == [0.0]     # one seed, the same replay
+    assert out["pwr"]["savings_whole_per_seed_pct"] == [0.0]
+    assert out["pwr"]["savings_at_end_per_seed_pct"] == [0.0]
     # x = 1.0 (7000 milli arrived) lies between the 5th pod (3800) and the failed 6th (7800):
     # 3800 milli allocated either side.
     assert out["fgd"]["grar"] == pytest.approx(3800 / 7000, abs=1e-4)
@@ -329,6 +331,43 @@ def test_the_front_is_judged_on_the_mean_and_seed_by_seed():
     old = dominance(result, ["a", "b"])["per_mix"]["pwr_fgd:200"]
     assert old["seeds_front"] is None and old["single"] is None and old["seeds_single"] is None
     assert old["seeds_higher"] == 1
+    # Such a result has no whole reading either: refused, naming it; so is an unknown one.
+    with pytest.raises(ValueError, match="'whole'.*savings_whole_pct"):
+        dominance(result, ["a", "b"], "whole")
+    with pytest.raises(ValueError, match="'tail'"):
+        dominance(result, ["a", "b"], "tail")
+
+
+def test_the_whole_reading_sees_what_the_plateau_does_not():
+    """`summary` records the savings over x 0.2..1.0 beside the plateau's, per seed, and
+    `dominance(..., "whole")` judges the front on them: a policy that saves on the plateau
+    and gives it all back at the end beats the mix on the plateau reading only."""
+    from vte.openb.power_experiment import dominance
+    xs = power.grid(top=1.0, step=0.1)                       # 0, 0.1, ..., 1.0
+    late = xs > 0.8 + 1e-9                                   # 0.9 and 1.0
+
+    def curves(watts, used):
+        p = np.asarray(watts, np.float64)[None]              # one seed
+        return {"x": xs, "power": p, "cpu": p * 0, "gpu": p,
+                "used": np.full((1, len(xs)), used, np.float64)}
+    fgd = np.full(len(xs), 100.0)
+    mix = np.full(len(xs), 90.0)                             # 10 % less everywhere
+    switched = np.where(late, 100.0, 88.0)                   # 12 % less until 0.8, then 0
+    out = power.summary({"fgd": curves(fgd, 950), "pwr_fgd:200": curves(mix, 900),
+                         "a": curves(switched, 920)}, capacity=1000)
+    a, m = out["a"], out["pwr_fgd:200"]
+    assert a["savings_plateau_per_seed_pct"] == [12.0] and m["savings_plateau_per_seed_pct"] == [10.0]
+    # x 0.2..1.0: seven points at 12 %, two at 0 %; the mix 10 % at all nine.
+    assert a["savings_whole_per_seed_pct"] == [round(7 * 12 / 9, 2)]
+    assert a["savings_whole_pct"]["mean"] == round(7 * 12 / 9, 2)
+    assert m["savings_whole_per_seed_pct"] == [10.0]
+    assert a["savings_at_end_per_seed_pct"] == [0.0] and m["savings_at_end_per_seed_pct"] == [10.0]
+    result = {"seeds": [42], "policies": out}
+    plateau = dominance(result, ["a"])["per_mix"]["pwr_fgd:200"]
+    whole = dominance(result, ["a"], "whole")["per_mix"]["pwr_fgd:200"]
+    assert plateau["seeds_front"] == 1 and plateau["best"] == "a"
+    assert whole["seeds_front"] == 0 and whole["best"] is None
+    assert whole["savings"] == 10.0
 
 
 def test_openb_power_measures_prints_and_refuses_bad_input(small, tmp_path, capsys):

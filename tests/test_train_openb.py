@@ -114,6 +114,7 @@ def test_the_power_front_takes_the_network_combined_with_pwr(imitation_run, trac
     PWR is the network alone at a = 0 and PWR at a = 1000, on the power figures too;
     `--pwr-margins` replays PWR within the network's margins."""
     from benchmarks import openb_power_learned
+    from vte.openb import power_experiment
     node_file, pod_file = trace_files
     out = tmp_path / "front.json"
     result = openb_power_learned.main([
@@ -130,6 +131,11 @@ def test_the_power_front_takes_the_network_combined_with_pwr(imitation_run, trac
         for key in ("grar_per_seed", "power_w"):
             assert pol[ours][key] == pol[theirs][key], (ours, key)
     assert json.loads(out.read_text())["learned"] == result["learned"]
+    # Judged on both readings: the whole one (x 0.2..1.0) from the same replays.
+    assert result["dominance_whole"] == power_experiment.dominance(result, result["learned"],
+                                                                   "whole")
+    assert result["dominance_whole"]["per_mix"]["pwr"]["savings"] == \
+        pol["pwr"]["savings_whole_pct"]["mean"]
     # A margin added to that front: the earlier JSON of the same run keeps its learned ones,
     # and each group stays in order of its numbers (the front's line).
     more = openb_power_learned.main([

@@ -48,6 +48,8 @@ CPU_MILLI_PER_CORE = 2000     # two vCPUs (2 x 1000 CPU milli) per physical core
 WEIGHT_TOTAL = 1000           # w_PWR + w_FGD
 GRID_STEP = 0.005             # the paper's x grid (arrived demand, share of the cluster's GPUs)
 PLATEAU = (0.2, 0.8)          # the x range whose savings the paper calls the plateau
+WHOLE = (0.2, 1.0)            # the plateau and the filling cluster: a reading that sees x > 0.8
+READINGS = {"plateau": PLATEAU, "whole": WHOLE}   # the savings readings `summary` records
 
 
 @struct.dataclass
@@ -375,13 +377,16 @@ def curves_on_grid(log, capacity: int, top: float = 1.0, step: float = GRID_STEP
 
 
 def summary(curves: dict[str, dict], capacity: int, reference: str = "fgd",
-            plateau: tuple[float, float] = PLATEAU) -> dict:
+            plateau: tuple[float, float] = PLATEAU, whole: tuple[float, float] = WHOLE) -> dict:
     """The paper's figures per policy from `curves_on_grid` results (name -> curves): seed-mean
     power (W) on x, GRAR at the last x (mean allocated / mean arrived milli-GPU), power at
     the last x (MW, CPU part too) and, against `reference`, savings (P_ref - P) / P_ref x 100
-    on x, their min, mean and max over the plateau x range and their value at the last x;
-    and per seed, the plateau's mean savings against the reference's replay of the same seed
-    (`savings_plateau_per_seed_pct`, the seed-by-seed reading of the front)."""
+    on x, their min, mean and max over the plateau x range (`savings_plateau_pct`) and over
+    the `whole` range (`savings_whole_pct`: x 0.2..1.0, which also sees the cluster filling
+    up) and their value at the last x; and per seed, each range's mean savings and the
+    savings at the last x against the reference's replay of the same seed
+    (`savings_plateau_per_seed_pct`, `savings_whole_per_seed_pct`,
+    `savings_at_end_per_seed_pct`: the seed-by-seed readings of the front)."""
     if reference not in curves:
         raise ValueError(f"reference={reference!r} is not among the policies {sorted(curves)}")
     ref_seeds = curves[reference]["power"]
@@ -390,8 +395,13 @@ def summary(curves: dict[str, dict], capacity: int, reference: str = "fgd",
     for name, c in curves.items():
         xs, mean = c["x"], c["power"].mean(axis=0)
         saving = (ref - mean) / ref * 100
-        flat = (xs >= plateau[0] - 1e-9) & (xs <= plateau[1] + 1e-9)
-        per_seed = ((ref_seeds - c["power"]) / ref_seeds * 100)[:, flat].mean(axis=1)
+        seed_saving = (ref_seeds - c["power"]) / ref_seeds * 100           # (S, X)
+        flat, full = ((xs >= lo - 1e-9) & (xs <= hi + 1e-9) for lo, hi in (plateau, whole))
+
+        def spread(mask):
+            return {"min": round(float(saving[mask].min()), 2),
+                    "mean": round(float(saving[mask].mean()), 2),
+                    "max": round(float(saving[mask].max()), 2)}
         out[name] = {
             "x": xs.tolist(), "power_w": np.round(mean, 1).tolist(),
             "savings_pct": np.round(saving, 3).tolist(),
@@ -399,11 +409,14 @@ def summary(curves: dict[str, dict], capacity: int, reference: str = "fgd",
             "grar_per_seed": np.round(c["used"][:, -1] / (xs[-1] * capacity), 4).tolist(),
             "power_mw_at_end": round(float(mean[-1]) / 1e6, 4),
             "cpu_mw_at_end": round(float(c["cpu"].mean(axis=0)[-1]) / 1e6, 4),
-            "savings_plateau_pct": {"min": round(float(saving[flat].min()), 2),
-                                    "mean": round(float(saving[flat].mean()), 2),
-                                    "max": round(float(saving[flat].max()), 2)},
-            "savings_plateau_per_seed_pct": np.round(per_seed, 2).tolist(),
+            "savings_plateau_pct": spread(flat),
+            "savings_plateau_per_seed_pct":
+                np.round(seed_saving[:, flat].mean(axis=1), 2).tolist(),
+            "savings_whole_pct": spread(full),
+            "savings_whole_per_seed_pct":
+                np.round(seed_saving[:, full].mean(axis=1), 2).tolist(),
             "savings_at_end_pct": round(float(saving[-1]), 2),
+            "savings_at_end_per_seed_pct": np.round(seed_saving[:, -1], 2).tolist(),
         }
     return out
 

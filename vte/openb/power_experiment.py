@@ -14,8 +14,9 @@ import numpy as np
 from vte.openb import cluster, simulator, workload
 from vte.openb.experiment import DISPLAY, replay_concurrently, style_of
 from vte.openb.policies import Policy
-from vte.openb.power import (GRID_STEP, MILLI, PLATEAU, WEIGHT_TOTAL, curves_on_grid,
-                             datacenter_power, parse_name, power_model, summary)
+from vte.openb.power import (GRID_STEP, MILLI, PLATEAU, READINGS, WEIGHT_TOTAL, WHOLE,
+                             curves_on_grid, datacenter_power, parse_name, power_model,
+                             summary)
 from vte.openb.trace import DATA_DIR, NODE_FILES, POD_FILES
 
 # The paper's figures on `default` (POWER.md section 5, read from its figures: about +-0.5
@@ -100,18 +101,21 @@ def format_table(result: dict) -> str:
     """The power figures as a text table, beside the paper's readings when there are some."""
     lines = [f"{result['trace']['pods']} on {result['trace']['nodes']}, tune {result['tune']}, "
              f"{len(result['seeds'])} seeds; empty cluster {result['empty_cluster_w'] / 1e3:.1f} kW; "
-             f"savings against FGD in %, plateau x {PLATEAU[0]}..{PLATEAU[1]} (min..max, mean)",
+             f"savings against FGD in %, plateau x {PLATEAU[0]}..{PLATEAU[1]} (min..max, mean), "
+             f"whole x {WHOLE[0]}..{WHOLE[1]} (mean)",
              f"{'policy':<13}{'GRAR@1.0':>9}{'paper':>7}{'MW@1.0':>8}{'CPU MW':>8}"
-             f"{'plateau vte':>22}{'paper':>12}{'@1.0':>7}{'paper':>7}{'s':>7}"]
+             f"{'plateau vte':>22}{'paper':>12}{'whole':>7}{'@1.0':>7}{'paper':>7}{'s':>7}"]
     for name, r in result["policies"].items():
         pub = r["published"] or {}
         plat = r["savings_plateau_pct"]
         paper_plat = "{:.1f}..{:.1f}".format(*pub["plateau"]) if pub else "-"
+        whole = r.get("savings_whole_pct", {}).get("mean", float("nan"))
         lines.append(
             f"{name:<13}{r['grar']:>9.4f}{pub.get('grar', float('nan')):>7.3f}"
             f"{r['power_mw_at_end']:>8.3f}{r['cpu_mw_at_end']:>8.3f}"
             f"{plat['min']:>8.2f}..{plat['max']:<6.2f}({plat['mean']:5.2f}){paper_plat:>12}"
-            f"{r['savings_at_end_pct']:>7.2f}{pub.get('at_end', float('nan')):>7.1f}{r['seconds']:>7.1f}")
+            f"{whole:>7.2f}{r['savings_at_end_pct']:>7.2f}{pub.get('at_end', float('nan')):>7.1f}"
+            f"{r['seconds']:>7.1f}")
     lines.append(f"{result['seconds']:.1f} s in all on {result['platform']}")
     return "\n".join(lines)
 
@@ -164,35 +168,47 @@ def mixes(result: dict) -> list[str]:
     return [n for n in result["policies"] if (parse_name(n) or 0) > 0]
 
 
-def dominance(result: dict, learned: Sequence[str]) -> dict:
+def dominance(result: dict, learned: Sequence[str], reading: str = "plateau") -> dict:
     """Whether the `learned` policies' front dominates the PWR+FGD mixes of `result`
-    (`measure`), on the plateau's mean savings against FGD (seed means) and GRAR at x = 1.0:
+    (`measure`), on the mean savings against FGD over the `reading`'s x range (seed means;
+    "plateau": x 0.2..0.8, the paper's; "whole": x 0.2..1.0, which also sees the cluster
+    filling up, `power.READINGS`) and GRAR at x = 1.0 (below, "savings" is that reading's):
 
     * per mix: the learned policies with at least its savings and a higher GRAR, and of
       those the one whose GRAR is higher on the most seeds (`seeds_higher` of the seeds);
     * per mix, seed by seed (`seeds_front`): on how many seeds some learned policy both
-      saves at least as much as the mix on that seed (plateau savings against FGD's replay
-      of the seed) and allocates more at x = 1.0, i.e. the front measured on that seed
+      saves at least as much as the mix on that seed (savings against FGD's replay of the
+      seed) and allocates more at x = 1.0, i.e. the front measured on that seed
       dominates the mix there; the policies that do it on each seed (`front_per_seed`);
       and the one learned policy that does it on the most seeds (`single`, the first of
       `learned` on a tie; None when none does it on any seed) and on how many
       (`seeds_single`). None for a result without per-seed savings (written before they
       were recorded);
     * at FGD's GRAR: the learned policies whose GRAR is at least FGD's, their savings, and
-      whether one saves more than every mix."""
+      whether one saves more than every mix.
+
+    ValueError naming the reading when it is not one of `power.READINGS`, or when a policy
+    of the judgement lacks it (a result written before the whole reading was recorded)."""
+    if reading not in READINGS:
+        raise ValueError(f"reading={reading!r}: must be one of {sorted(READINGS)}")
     pol = result["policies"]
-    per_seed = all("savings_plateau_per_seed_pct" in pol[p]
-                   for p in list(learned) + mixes(result))
+    judged = list(learned) + mixes(result)
+    lacking = [p for p in judged if f"savings_{reading}_pct" not in pol[p]]
+    if lacking:
+        raise ValueError(f"reading={reading!r}: {lacking} have no savings_{reading}_pct (a "
+                         "result written before that reading was recorded: replay them)")
+    sav = f"savings_{reading}_per_seed_pct"
+    per_seed = all(sav in pol[p] for p in judged)
 
     def front_per_seed(m):
         """Per seed, the learned policies dominating mix `m` on that seed."""
-        sav, grar = "savings_plateau_per_seed_pct", "grar_per_seed"
+        grar = "grar_per_seed"
         return [[p for p in learned
                  if pol[p][sav][s] >= pol[m][sav][s] and pol[p][grar][s] > pol[m][grar][s]]
                 for s in range(len(result["seeds"]))]
 
     def saving(name):
-        return pol[name]["savings_plateau_pct"]["mean"]
+        return pol[name][f"savings_{reading}_pct"]["mean"]
 
     def seeds_higher(a, b):
         return int(np.sum(np.asarray(pol[a]["grar_per_seed"]) > np.asarray(pol[b]["grar_per_seed"])))
