@@ -22,7 +22,7 @@ one replayed here; when that JSON is an earlier one of this script on the same `
 its learned policies are kept too (margins added to a measured front).
 The front is judged on the paper's plateau savings (`dominance`) and, when every judged
 policy was replayed with it, on the whole reading, x 0.2..1.0 (`dominance_whole`).
-`--front PNG --fronts A.json,B.json` draws the fronts of finished JSONs.
+`--front PNG --fronts A.json,B.json [--reading whole]` draws the fronts of finished JSONs.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from vte import checkpoint as ckpt
 from vte.files import atomic_write, atomic_write_text, check_output_path
 from vte.openb import power_experiment
 from vte.openb.network import as_policy, models_of
-from vte.openb.power import (WEIGHT_TOTAL, parse_switch, policy_by_name, power_model, pwr_with,
-                             pwr_within)
+from vte.openb.power import (READINGS, WEIGHT_TOTAL, parse_switch, policy_by_name, power_model,
+                             pwr_with, pwr_within)
 from vte.openb.trace import TraceError, load_nodes, load_pods
 
 
@@ -157,6 +157,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--json", default=None)
     parser.add_argument("--front", default=None, help="PNG of the fronts of --fronts")
     parser.add_argument("--fronts", default=None, help="finished JSONs, comma-separated")
+    parser.add_argument("--reading", default="plateau", choices=sorted(READINGS),
+                        help="the savings of --front's x axis: plateau (x 0.2..0.8, the "
+                             "paper's) or whole (x 0.2..1.0)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     for flag, path in (("--json", args.json), ("--front", args.front)):
@@ -171,7 +174,8 @@ def main(argv: list[str] | None = None) -> dict:
                 r = json.load(f)
             results[r["trace"]["pods"].removesuffix(".csv").removeprefix("openb_pod_list_")] = r
         learned = list(dict.fromkeys(p for r in results.values() for p in r["learned"]))
-        atomic_write(args.front, lambda tmp: power_experiment.plot_front(results, learned, tmp))
+        atomic_write(args.front, lambda tmp: power_experiment.plot_front(results, learned, tmp,
+                                                                         args.reading))
         return results
     if args.run is None:
         raise ValueError("--run DIR is needed (or --fronts to draw finished results)")

@@ -338,7 +338,7 @@ def test_the_front_is_judged_on_the_mean_and_seed_by_seed():
         dominance(result, ["a", "b"], "tail")
 
 
-def test_the_whole_reading_sees_what_the_plateau_does_not():
+def test_the_whole_reading_sees_what_the_plateau_does_not(tmp_path):
     """`summary` records the savings over x 0.2..1.0 beside the plateau's, per seed, and
     `dominance(..., "whole")` judges the front on them: a policy that saves on the plateau
     and gives it all back at the end beats the mix on the plateau reading only."""
@@ -368,6 +368,18 @@ def test_the_whole_reading_sees_what_the_plateau_does_not():
     assert plateau["seeds_front"] == 1 and plateau["best"] == "a"
     assert whole["seeds_front"] == 0 and whole["best"] is None
     assert whole["savings"] == 10.0
+    # The front drawn on either reading; a result without the reading is refused first.
+    from vte.openb.power_experiment import plot_front
+    named = {"seeds": [42], "policies": {"fgd": out["fgd"], "pwr_fgd:200": m,
+                                         "learned+pwr_within@12": a}}
+    for reading in ("plateau", "whole"):
+        png = tmp_path / f"{reading}.png"
+        plot_front({"t": named}, ["learned+pwr_within@12"], str(png), reading)
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    del out["fgd"]["savings_whole_pct"]
+    with pytest.raises(ValueError, match="t's \\['fgd'\\] have no savings_whole_pct"):
+        plot_front({"t": named}, ["learned+pwr_within@12"], str(tmp_path / "old.png"), "whole")
+    assert not (tmp_path / "old.png").exists()
 
 
 def test_openb_power_measures_prints_and_refuses_bad_input(small, tmp_path, capsys):

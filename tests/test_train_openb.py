@@ -136,6 +136,9 @@ def test_the_power_front_takes_the_network_combined_with_pwr(imitation_run, trac
                                                                    "whole")
     assert result["dominance_whole"]["per_mix"]["pwr"]["savings"] == \
         pol["pwr"]["savings_whole_pct"]["mean"]
+    png = tmp_path / "front.png"
+    openb_power_learned.main(["--front", str(png), "--fronts", str(out), "--reading", "whole"])
+    assert png.stat().st_size > 0
     # A margin added to that front: the earlier JSON of the same run keeps its learned ones,
     # and each group stays in order of its numbers (the front's line).
     more = openb_power_learned.main([

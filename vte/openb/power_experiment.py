@@ -250,9 +250,20 @@ def ordered_learned(names: Sequence[str]) -> list[str]:
     return sorted(names, key=lambda n: (groups.index(n.split("@")[0]), float(n.split("@")[1])))
 
 
-def plot_front(results: dict[str, dict], learned: Sequence[str], path: str) -> None:
-    """One panel per trace: GRAR at x = 1.0 against the plateau's mean savings against FGD
-    (seed means), the published policies and mixes as points, the `learned` ones as a line."""
+def plot_front(results: dict[str, dict], learned: Sequence[str], path: str,
+               reading: str = "plateau") -> None:
+    """One panel per trace: GRAR at x = 1.0 against the mean savings against FGD over the
+    `reading`'s x range (seed means; `power.READINGS`), the published policies and mixes as
+    points, the `learned` ones as a line. ValueError naming an unknown reading, or a trace
+    whose policies lack it, before anything is drawn."""
+    if reading not in READINGS:
+        raise ValueError(f"reading={reading!r}: must be one of {sorted(READINGS)}")
+    key = f"savings_{reading}_pct"
+    for trace, result in results.items():
+        lacking = [n for n, r in result["policies"].items() if key not in r]
+        if lacking:
+            raise ValueError(f"reading={reading!r}: {trace}'s {lacking} have no {key} (replayed "
+                             "before that reading was recorded)")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -268,7 +279,7 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str) -> N
             if name in learned:
                 continue
             style = STYLES.get(name) or style_of(name)
-            ax.plot(r["savings_plateau_pct"]["mean"], r["grar"], "o", color=style.get("color"),
+            ax.plot(r[key]["mean"], r["grar"], "o", color=style.get("color"),
                     label=display_name(name))
         groups: dict[str, list[str]] = {}     # "learned@w", "learned+pwr@a", ...: a line each
         for p in ordered_learned(learned):
@@ -277,7 +288,7 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str) -> N
         colors = ("magenta", "darkorange", "teal", "royalblue", "crimson", "olive")
         for i, (group, names) in enumerate(groups.items()):
             color = colors[i % len(colors)]
-            xs = [pol[p]["savings_plateau_pct"]["mean"] for p in names]
+            xs = [pol[p][key]["mean"] for p in names]
             ys = [pol[p]["grar"] for p in names]
             label = {"learned": "learned (preference w)",
                      "learned+pwr": "learned + PWR (weight a)",
@@ -289,7 +300,8 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str) -> N
             for p, x, y in zip(names, xs, ys):
                 ax.annotate(p.split("@")[-1], (x, y), fontsize=7, xytext=(3, -8),
                             textcoords="offset points")
-        ax.set(xlabel=f"power savings vs FGD, mean over x {PLATEAU[0]}..{PLATEAU[1]} (%)",
+        low, high = READINGS[reading]
+        ax.set(xlabel=f"power savings vs FGD, mean over x {low}..{high} (%)",
                ylabel="GRAR at x = 1.0", title=f"{trace}, {len(result['seeds'])} seeds")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
