@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> dict:
     # The whole reading (x 0.2..1.0) when every judged policy has it (baselines written
     # before it was recorded do not): it sees what a switch at x >= 0.8 gives back.
     judged = list(result["learned"]) + power_experiment.mixes(result)
-    whole = all("savings_whole_pct" in result["policies"][p] for p in judged)
+    whole = not power_experiment.lacking(result, judged, "whole")
     result["dominance_whole"] = (power_experiment.dominance(result, result["learned"], "whole")
                                  if whole else None)
     print(power_experiment.format_table(result))

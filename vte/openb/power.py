@@ -377,15 +377,15 @@ def curves_on_grid(log, capacity: int, top: float = 1.0, step: float = GRID_STEP
 
 
 def summary(curves: dict[str, dict], capacity: int, reference: str = "fgd",
-            plateau: tuple[float, float] = PLATEAU, whole: tuple[float, float] = WHOLE) -> dict:
+            readings: dict[str, tuple[float, float]] = READINGS) -> dict:
     """The paper's figures per policy from `curves_on_grid` results (name -> curves): seed-mean
     power (W) on x, GRAR at the last x (mean allocated / mean arrived milli-GPU), power at
     the last x (MW, CPU part too) and, against `reference`, savings (P_ref - P) / P_ref x 100
-    on x, their min, mean and max over the plateau x range (`savings_plateau_pct`) and over
-    the `whole` range (`savings_whole_pct`: x 0.2..1.0, which also sees the cluster filling
-    up) and their value at the last x; and per seed, each range's mean savings and the
-    savings at the last x against the reference's replay of the same seed
-    (`savings_plateau_per_seed_pct`, `savings_whole_per_seed_pct`,
+    on x, their min, mean and max over each reading's x range (name -> (low, high); by
+    default the plateau, x 0.2..0.8, `savings_plateau_pct`, and the whole reading,
+    x 0.2..1.0, which also sees the cluster filling up, `savings_whole_pct`) and their value
+    at the last x; and per seed, each reading's mean savings and the savings at the last x
+    against the reference's replay of the same seed (`savings_<reading>_per_seed_pct`,
     `savings_at_end_per_seed_pct`: the seed-by-seed readings of the front)."""
     if reference not in curves:
         raise ValueError(f"reference={reference!r} is not among the policies {sorted(curves)}")
@@ -396,12 +396,6 @@ def summary(curves: dict[str, dict], capacity: int, reference: str = "fgd",
         xs, mean = c["x"], c["power"].mean(axis=0)
         saving = (ref - mean) / ref * 100
         seed_saving = (ref_seeds - c["power"]) / ref_seeds * 100           # (S, X)
-        flat, full = ((xs >= lo - 1e-9) & (xs <= hi + 1e-9) for lo, hi in (plateau, whole))
-
-        def spread(mask):
-            return {"min": round(float(saving[mask].min()), 2),
-                    "mean": round(float(saving[mask].mean()), 2),
-                    "max": round(float(saving[mask].max()), 2)}
         out[name] = {
             "x": xs.tolist(), "power_w": np.round(mean, 1).tolist(),
             "savings_pct": np.round(saving, 3).tolist(),
@@ -409,15 +403,16 @@ def summary(curves: dict[str, dict], capacity: int, reference: str = "fgd",
             "grar_per_seed": np.round(c["used"][:, -1] / (xs[-1] * capacity), 4).tolist(),
             "power_mw_at_end": round(float(mean[-1]) / 1e6, 4),
             "cpu_mw_at_end": round(float(c["cpu"].mean(axis=0)[-1]) / 1e6, 4),
-            "savings_plateau_pct": spread(flat),
-            "savings_plateau_per_seed_pct":
-                np.round(seed_saving[:, flat].mean(axis=1), 2).tolist(),
-            "savings_whole_pct": spread(full),
-            "savings_whole_per_seed_pct":
-                np.round(seed_saving[:, full].mean(axis=1), 2).tolist(),
             "savings_at_end_pct": round(float(saving[-1]), 2),
             "savings_at_end_per_seed_pct": np.round(seed_saving[:, -1], 2).tolist(),
         }
+        for reading, (low, high) in readings.items():
+            within = (xs >= low - 1e-9) & (xs <= high + 1e-9)
+            out[name][f"savings_{reading}_pct"] = {
+                stat: round(float(f(saving[within])), 2)
+                for stat, f in (("min", np.min), ("mean", np.mean), ("max", np.max))}
+            out[name][f"savings_{reading}_per_seed_pct"] = \
+                np.round(seed_saving[:, within].mean(axis=1), 2).tolist()
     return out
 
 

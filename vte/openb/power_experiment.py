@@ -168,6 +168,14 @@ def mixes(result: dict) -> list[str]:
     return [n for n in result["policies"] if (parse_name(n) or 0) > 0]
 
 
+def lacking(result: dict, names: Sequence[str], reading: str) -> list[str]:
+    """The policies of `names` in `result` without the `reading`'s savings (replayed before
+    that reading was recorded). ValueError naming a reading not in `power.READINGS`."""
+    if reading not in READINGS:
+        raise ValueError(f"reading={reading!r}: must be one of {sorted(READINGS)}")
+    return [n for n in names if f"savings_{reading}_pct" not in result["policies"][n]]
+
+
 def dominance(result: dict, learned: Sequence[str], reading: str = "plateau") -> dict:
     """Whether the `learned` policies' front dominates the PWR+FGD mixes of `result`
     (`measure`), on the mean savings against FGD over the `reading`'s x range (seed means;
@@ -189,13 +197,11 @@ def dominance(result: dict, learned: Sequence[str], reading: str = "plateau") ->
 
     ValueError naming the reading when it is not one of `power.READINGS`, or when a policy
     of the judgement lacks it (a result written before the whole reading was recorded)."""
-    if reading not in READINGS:
-        raise ValueError(f"reading={reading!r}: must be one of {sorted(READINGS)}")
     pol = result["policies"]
     judged = list(learned) + mixes(result)
-    lacking = [p for p in judged if f"savings_{reading}_pct" not in pol[p]]
-    if lacking:
-        raise ValueError(f"reading={reading!r}: {lacking} have no savings_{reading}_pct (a "
+    missing = lacking(result, judged, reading)
+    if missing:
+        raise ValueError(f"reading={reading!r}: {missing} have no savings_{reading}_pct (a "
                          "result written before that reading was recorded: replay them)")
     sav = f"savings_{reading}_per_seed_pct"
     per_seed = all(sav in pol[p] for p in judged)
@@ -256,13 +262,11 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str,
     `reading`'s x range (seed means; `power.READINGS`), the published policies and mixes as
     points, the `learned` ones as a line. ValueError naming an unknown reading, or a trace
     whose policies lack it, before anything is drawn."""
-    if reading not in READINGS:
-        raise ValueError(f"reading={reading!r}: must be one of {sorted(READINGS)}")
     key = f"savings_{reading}_pct"
     for trace, result in results.items():
-        lacking = [n for n, r in result["policies"].items() if key not in r]
-        if lacking:
-            raise ValueError(f"reading={reading!r}: {trace}'s {lacking} have no {key} (replayed "
+        missing = lacking(result, list(result["policies"]), reading)
+        if missing:
+            raise ValueError(f"reading={reading!r}: {trace}'s {missing} have no {key} (replayed "
                              "before that reading was recorded)")
     import matplotlib
     matplotlib.use("Agg")
