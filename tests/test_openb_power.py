@@ -293,6 +293,10 @@ def test_the_replay_logs_power_and_the_grid_interpolates(small):
     # x = 1.0 (7000 milli arrived) lies between the 5th pod (3800) and the failed 6th (7800):
     # 3800 milli allocated either side.
     assert out["fgd"]["grar"] == pytest.approx(3800 / 7000, abs=1e-4)
+    # Failed pods on the grid: none up to the 5th pod (3800 milli), then interpolated towards
+    # the failed 6th (7800): at x = 0.75 (5250 milli) and 1.0 (7000).
+    assert curves["failed"][0, :3].tolist() == [0.0] * 3
+    assert curves["failed"][0, 3:] == pytest.approx([(5250 - 3800) / 4000, (7000 - 3800) / 4000])
 
 
 def test_the_front_is_judged_on_the_mean_and_seed_by_seed():

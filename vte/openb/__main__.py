@@ -31,7 +31,8 @@ paper's experiment instead (OPENB.md section 11): datacenter power against arriv
 demand, savings against FGD ("fgd" must be among the policies) and GRAR at x = 1.0,
 beside the paper's readings; its JSON and figure (power and savings per policy) go to
 --json and --png (per trace `openb_power_<trace>.json/png` in a directory with several
-traces).
+traces); with --bound, also the least power any scheduler placing every pod could draw
+(`bound.power_bound`) and each policy's share of FGD's gap to it.
 """
 
 from __future__ import annotations
@@ -211,7 +212,9 @@ def main(argv: list[str] | None = None) -> dict:
                              "standard errors (default 0: the lexicographic choice)")
     parser.add_argument("--bound", action="store_true", help="also the upper bound on GPU "
                         "allocation (`vte.openb.bound`, an LP per seed; needs scipy) and each "
-                        "policy's share of the gap between Random or FGD and it")
+                        "policy's share of the gap between Random or FGD and it; with --power "
+                        "the least power instead (an LP per seed and x) and each policy's share "
+                        "of FGD's gap to it")
     parser.add_argument("--power", action="store_true",
                         help="the PWR paper's power experiment (needs 'fgd' among --policies)")
     args = parser.parse_args(argv)
@@ -245,9 +248,6 @@ def main(argv: list[str] | None = None) -> dict:
     if args.bound and importlib.util.find_spec("scipy") is None:
         raise ValueError("--bound solves a linear program with scipy, which is not installed: "
                          "pip install scipy")
-    if args.bound and args.power:
-        raise ValueError("--bound measures GPU allocation; --power is the power experiment: "
-                         "give one of them")
     traces = _traces(args.pods)
     several = len(traces) > 1
     for flag, path in (("--json", args.json), ("--png", args.png)):
@@ -327,7 +327,8 @@ def _power(args, nodes, traces, pod_tables, chosen, seeds, several) -> dict:
     results = {}
     for trace, pods in zip(traces, pod_tables):
         result = power_experiment.measure(nodes, pods, chosen, seeds, args.tune,
-                                          chunk=args.chunk, progress=not args.no_progress)
+                                          chunk=args.chunk, progress=not args.no_progress,
+                                          bound=args.bound)
         print(power_experiment.format_table(result), flush=True)
         name = f"openb_power_{os.path.basename(trace).removesuffix('.csv')}"
         if args.json is not None:

@@ -55,19 +55,15 @@ def _node_types(nodes: NodeTable):
     return types.astype(np.int64), np.bincount(index, minlength=len(types))
 
 
-def lp_bound(cpu: np.ndarray, mem: np.ndarray, gpus: np.ndarray, milli: np.ndarray,
-             mask: np.ndarray, nodes: NodeTable) -> float:
-    """The most milli-GPU the pods (arrays (M,), one per pod) can be given on `nodes`
-    under the relaxation of the module doc. A pod with `gpus` 0 asks for no GPU."""
-    from scipy.optimize import linprog
-    from scipy.sparse import coo_matrix
-
-    if len(cpu) == 0:
-        return 0.0
+def _pairs(cpu, mem, gpus, milli, mask, nodes: NodeTable):
+    """The LPs' index sets: pod shapes (K, 5) int64 rows (cpu, mem, gpus, milli, mask) with
+    their counts (K,), node types (T, 4) with their node counts (T,), and every (shape,
+    type) pair where one node of the type holds one pod of the shape (CPU, memory, GPU
+    count, model list: OPENB.md section 3) as index arrays (V,), (V,)."""
     shapes, index = _groups(cpu, mem, gpus, milli, mask)
     count = np.bincount(index, minlength=len(shapes)).astype(np.float64)
     types, n_t = _node_types(nodes)
-    s_cpu, s_mem, s_gpus, s_milli, s_mask = (shapes[:, k].astype(np.int64) for k in range(5))
+    s_cpu, s_mem, s_gpus, _, s_mask = (shapes[:, k].astype(np.int64) for k in range(5))
     t_cpu, t_mem, t_gpus, t_model = (types[:, k] for k in range(4))
     wants_gpu = s_gpus[:, None] > 0
     model_ok = (s_mask[:, None] == 0) | ((t_model[None, :] >= 0)
@@ -76,34 +72,69 @@ def lp_bound(cpu: np.ndarray, mem: np.ndarray, gpus: np.ndarray, milli: np.ndarr
     fits = ((s_cpu[:, None] <= t_cpu[None, :]) & (s_mem[:, None] <= t_mem[None, :])
             & (~wants_gpu | ((t_gpus[None, :] >= s_gpus[:, None]) & model_ok)))
     g_idx, t_idx = np.nonzero(fits)
+    return shapes.astype(np.int64), count, types, n_t, g_idx, t_idx
+
+
+class _Rows:
+    """Sparse rows `sum_v coef[v] x[v] <= bound` of an LP, added in blocks."""
+
+    def __init__(self):
+        self.rows, self.cols, self.vals, self.rhs = [], [], [], []
+
+    def add(self, row_of: np.ndarray, col: np.ndarray, coef: np.ndarray, bounds) -> None:
+        """Row `row_of[i]` (of this block) gets `coef[i]` at column `col[i]`; the block has
+        len(bounds) rows."""
+        coef = np.asarray(coef, np.float64)
+        keep = coef != 0
+        self.rows.append(sum(len(b) for b in self.rhs) + np.asarray(row_of)[keep])
+        self.cols.append(np.asarray(col)[keep])
+        self.vals.append(coef[keep])
+        self.rhs.append(np.atleast_1d(np.asarray(bounds, np.float64)))
+
+    def matrix(self, num_cols: int):
+        from scipy.sparse import coo_matrix
+        if not self.rhs:
+            return None, None
+        rows = np.concatenate(self.rows) if self.rows else np.zeros(0, np.int64)
+        return (coo_matrix((np.concatenate(self.vals), (rows, np.concatenate(self.cols))),
+                           shape=(sum(len(r) for r in self.rhs), num_cols)).tocsr(),
+                np.concatenate(self.rhs))
+
+
+def _per_gpu_coef(shapes: np.ndarray, g_idx: np.ndarray, j: int) -> np.ndarray:
+    """(V,) float64, each pair's count in the per-GPU row of level j (`PER_GPU_LEVELS`): 1
+    for a shared pod of more than 1000 / (j + 1) milli, j per GPU for a whole-GPU pod, 0
+    otherwise; a type's row sum is at most j x its GPUs (busy GPUs in the power bound)."""
+    s_gpus, s_milli = shapes[g_idx, 2], shapes[g_idx, 3]
+    shared_big = (s_gpus == 1) & (s_milli < MILLI) & (s_milli * (j + 1) > MILLI)
+    whole = (s_milli == MILLI) & (s_gpus > 0)
+    return np.where(shared_big, 1.0, 0.0) + np.where(whole, j * s_gpus, 0.0)
+
+
+def lp_bound(cpu: np.ndarray, mem: np.ndarray, gpus: np.ndarray, milli: np.ndarray,
+             mask: np.ndarray, nodes: NodeTable) -> float:
+    """The most milli-GPU the pods (arrays (M,), one per pod) can be given on `nodes`
+    under the relaxation of the module doc. A pod with `gpus` 0 asks for no GPU."""
+    from scipy.optimize import linprog
+
+    if len(cpu) == 0:
+        return 0.0
+    shapes, count, types, n_t, g_idx, t_idx = _pairs(cpu, mem, gpus, milli, mask, nodes)
     v = len(g_idx)
     if v == 0:
         return 0.0
+    s_cpu, s_mem, s_gpus, s_milli = (shapes[:, k] for k in range(4))
+    t_cpu, t_mem, t_gpus = (types[:, k] for k in range(3))
     value = (s_gpus * s_milli).astype(np.float64)
-    rows, cols, vals, rhs = [], [], [], []
-
-    def constraint(row_of: np.ndarray, coef: np.ndarray, bounds: np.ndarray):
-        """Rows `sum_v coef[v] y[v] <= bounds[row_of[v]]`, after the rows so far."""
-        keep = coef != 0
-        rows.append(sum(len(b) for b in rhs) + row_of[keep])
-        cols.append(np.arange(v)[keep])
-        vals.append(coef[keep].astype(np.float64))
-        rhs.append(np.asarray(bounds, np.float64))
-
-    constraint(g_idx, np.ones(v), count)                                   # arrived
-    constraint(t_idx, s_cpu[g_idx], n_t * t_cpu)                           # capacity
-    constraint(t_idx, s_mem[g_idx], n_t * t_mem)
-    constraint(t_idx, value[g_idx], n_t * t_gpus * MILLI)
-    whole = (s_milli == MILLI) & (s_gpus > 0)
+    ub = _Rows()
+    ub.add(g_idx, np.arange(v), np.ones(v), count)                         # arrived
+    ub.add(t_idx, np.arange(v), s_cpu[g_idx], n_t * t_cpu)                 # capacity
+    ub.add(t_idx, np.arange(v), s_mem[g_idx], n_t * t_mem)
+    ub.add(t_idx, np.arange(v), value[g_idx], n_t * t_gpus * MILLI)
     for j in PER_GPU_LEVELS:                                               # per GPU
-        shared_big = (s_gpus == 1) & (s_milli < MILLI) & (s_milli * (j + 1) > MILLI)
-        coef = np.where(shared_big[g_idx], 1.0, 0.0) + np.where(whole[g_idx],
-                                                                 j * s_gpus[g_idx], 0.0)
-        constraint(t_idx, coef, j * n_t * t_gpus)
-    a = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                   shape=(sum(len(r) for r in rhs), v)).tocsr()
-    result = linprog(-value[g_idx], A_ub=a, b_ub=np.concatenate(rhs), bounds=(0, None),
-                     method="highs")
+        ub.add(t_idx, np.arange(v), _per_gpu_coef(shapes, g_idx, j), j * n_t * t_gpus)
+    a, b = ub.matrix(v)
+    result = linprog(-value[g_idx], A_ub=a, b_ub=b, bounds=(0, None), method="highs")
     if result.status != 0:
         raise RuntimeError(f"the bound's LP did not solve: {result.message}")
     return float(-result.fun)
@@ -130,6 +161,169 @@ def allocation_bound(pods: PodTable, nodes: NodeTable, order: np.ndarray) -> dic
         sub = [np.asarray(c)[order[:k]].astype(np.int64) for c in cols]
         out[key] = 100.0 * lp_bound(*sub, nodes) / total
     return out
+
+
+# ------------------------------------------------------------ the least power (PWR's model)
+
+PATTERN_LIMIT = 20_000      # most per-GPU patterns of shared pods (the smallest sizes dropped beyond)
+
+
+def shared_patterns(sizes) -> np.ndarray:
+    """(P, S) int64: the maximal ways one GPU holds shared pods of the given distinct
+    `sizes` (milli, each in (0, 1000)), as counts per size: the total is at most 1000 and
+    no size fits in what is left. Every GPU's shared pods are counted by one of them, or by
+    a pattern beyond them (`PATTERN_LIMIT`: the smallest sizes are left out of the patterns
+    until they are few enough; `power_bound` leaves those sizes unconstrained)."""
+    sizes = [int(x) for x in sizes]
+    if any(not 0 < x < MILLI for x in sizes) or len(set(sizes)) != len(sizes):
+        raise ValueError(f"sizes {sizes}: allowed distinct milli in (0, {MILLI})")
+    out: list[tuple[int, ...]] = []
+
+    def grow(i: int, left: int, counts: list[int]) -> None:
+        if i == len(sizes):
+            if all(left < x for x in sizes):
+                out.append(tuple(counts))
+            return
+        for k in range(left // sizes[i], -1, -1):
+            counts.append(k)
+            grow(i + 1, left - k * sizes[i], counts)
+            counts.pop()
+            if len(out) > PATTERN_LIMIT:
+                return
+
+    grow(0, MILLI, [])
+    return np.asarray(out, np.int64).reshape(len(out), len(sizes))
+
+
+def power_bound(cpu: np.ndarray, mem: np.ndarray, gpus: np.ndarray, milli: np.ndarray,
+                mask: np.ndarray, nodes: NodeTable) -> float | None:
+    """The least datacenter power (W, PWR's model: OPENB.md section 11) at which every one of
+    the pods (arrays (M,), one per pod; `gpus` 0: a CPU-only pod) is placed on `nodes`, or
+    None when the relaxation cannot place them all (then no scheduler can). No placement of
+    them all draws less (the LP of OPENB.md section 11, "the least power"): y[g, t] pods of
+    shape g on nodes of type t, all of each shape placed, CPU and memory per type as in
+    `lp_bound`; b_t busy GPUs of type t, at least the milli placed / 1000, the per-GPU
+    counts, and, per GPU model, the GPUs that whole-GPU pods fill plus the GPUs holding
+    shared pods, counted by the maximal ways one GPU holds them (`shared_patterns`); a_t
+    active sockets, at least the type's sockets active when empty, the busy cores / 16
+    (a pod's CPU keeps at least cpu / 2000 cores busy) and the nodes holding a GPU pod
+    (b_t / G_t, when every GPU pod asks for CPU). Power = every GPU idle + (busy - idle)
+    per busy GPU + 15 W per socket + 105 W per active one. It relaxes that a pod sits on
+    one node, the order of arrival and the sockets' and GPUs' granularity per node."""
+    from scipy.optimize import linprog
+
+    from vte.openb.power import (CORES_PER_SOCKET, CPU_MILLI_PER_CORE, GPU_WATTS,
+                                 SOCKET_BUSY_W, SOCKET_IDLE_W)
+
+    types, n_t = _node_types(nodes)
+    t_cpu, t_mem, t_gpus, t_model = (types[:, k] for k in range(4))
+    idle = np.array([GPU_WATTS[nodes.models[m]][0] if m >= 0 else 0 for m in t_model], float)
+    busy = np.array([GPU_WATTS[nodes.models[m]][1] if m >= 0 else 0 for m in t_model], float)
+    cores = -(-t_cpu // CPU_MILLI_PER_CORE)
+    sockets = -(-cores // CORES_PER_SOCKET)
+    empty_active = -(-(cores - t_cpu // CPU_MILLI_PER_CORE) // CORES_PER_SOCKET)
+    constant = float((n_t * t_gpus * idle).sum() + SOCKET_IDLE_W * (n_t * sockets).sum())
+    socket_w = float(SOCKET_BUSY_W - SOCKET_IDLE_W)
+    if len(cpu) == 0:
+        return constant + socket_w * float((n_t * empty_active).sum())
+    shapes, count, _, _, g_idx, t_idx = _pairs(cpu, mem, gpus, milli, mask, nodes)
+    s_cpu, s_mem, s_gpus, s_milli = (shapes[:, k] for k in range(4))
+    if np.setdiff1d(np.arange(len(shapes)), g_idx).size:
+        return None                                        # a pod no node type holds
+    v, n = len(g_idx), len(types)
+    shared = (s_gpus == 1) & (s_milli < MILLI)
+    whole = (s_milli == MILLI) & (s_gpus > 0)
+    sizes = sorted(set(s_milli[shared].tolist()), reverse=True)
+    patterns = shared_patterns(sizes)
+    while len(patterns) > PATTERN_LIMIT:                   # the smallest sizes go unconstrained
+        sizes = sizes[:-1]
+        patterns = shared_patterns(sizes)
+    models = sorted(set(t_model[t_gpus > 0].tolist()))
+    p = len(patterns) if sizes else 0
+    b0, u0, a0, z0 = v, v + n, v + 2 * n, v + 3 * n        # column blocks: y, b, u, a, z
+    num = z0 + p * len(models)
+    cost = np.zeros(num)
+    cost[b0:u0] = busy - idle
+    cost[a0:z0] = socket_w
+    cols = np.arange(v)
+    ub = _Rows()
+    ub.add(t_idx, cols, s_cpu[g_idx], n_t * t_cpu)                         # capacity
+    ub.add(t_idx, cols, s_mem[g_idx], n_t * t_mem)
+    types_n = np.arange(n)
+    ub.add(np.concatenate([t_idx, types_n]), np.concatenate([cols, b0 + types_n]),
+           np.concatenate([s_gpus[g_idx] * s_milli[g_idx] / MILLI, -np.ones(n)]), np.zeros(n))
+    for j in PER_GPU_LEVELS:                                               # per GPU
+        ub.add(np.concatenate([t_idx, types_n]), np.concatenate([cols, b0 + types_n]),
+               np.concatenate([_per_gpu_coef(shapes, g_idx, j), np.full(n, -float(j))]),
+               np.zeros(n))
+    if (s_cpu[s_gpus > 0] > 0).all():                      # nodes holding a GPU pod
+        gpu_t = np.flatnonzero(t_gpus > 0)
+        ub.add(np.concatenate([np.arange(len(gpu_t))] * 2), np.concatenate([b0 + gpu_t, u0 + gpu_t]),
+               np.concatenate([1.0 / t_gpus[gpu_t], -np.ones(len(gpu_t))]), np.zeros(len(gpu_t)))
+    ub.add(np.concatenate([types_n] * 2), np.concatenate([u0 + types_n, a0 + types_n]),
+           np.concatenate([np.ones(n), -np.ones(n)]), np.zeros(n))
+    per_socket = float(CPU_MILLI_PER_CORE * CORES_PER_SOCKET)              # busy cores / 16
+    ub.add(np.concatenate([t_idx, types_n]), np.concatenate([cols, a0 + types_n]),
+           np.concatenate([s_cpu[g_idx] / per_socket, -np.ones(n)]),
+           -n_t * (cores - t_cpu / CPU_MILLI_PER_CORE) / CORES_PER_SOCKET)
+    for mi, m in enumerate(models):                                        # per GPU model
+        on_m = t_model[t_idx] == m
+        z_cols = z0 + mi * p + np.arange(p)
+        for si, size in enumerate(sizes):
+            pairs = np.flatnonzero(on_m & shared[g_idx] & (s_milli[g_idx] == size))
+            ub.add(np.zeros(len(pairs) + p, np.int64), np.concatenate([pairs, z_cols]),
+                   np.concatenate([np.ones(len(pairs)), -patterns[:, si]]), [0.0])
+        pairs = np.flatnonzero(on_m & whole[g_idx])
+        of_m = np.flatnonzero(t_model == m)
+        ub.add(np.zeros(p + len(pairs) + len(of_m), np.int64),
+               np.concatenate([z_cols, pairs, b0 + of_m]),
+               np.concatenate([np.ones(p), s_gpus[g_idx][pairs], -np.ones(len(of_m))]), [0.0])
+    eq = _Rows()
+    eq.add(g_idx, cols, np.ones(v), count)                                 # every pod placed
+    a_ub, b_ub = ub.matrix(num)
+    a_eq, b_eq = eq.matrix(num)
+    bounds = ([(0, None)] * v + [(0, float(x)) for x in n_t * t_gpus]
+              + [(0, float(x)) for x in n_t] + [(float(lo), float(hi)) for lo, hi in
+                                                zip(n_t * empty_active, n_t * sockets)]
+              + [(0, None)] * (num - z0))
+    result = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds,
+                     method="highs")
+    if result.status == 2:
+        return None
+    if result.status != 0:
+        raise RuntimeError(f"the power bound's LP did not solve: {result.message}")
+    return constant + float(result.fun)
+
+
+def prefix_at(arrived: np.ndarray, x: float, total_gpu_milli: int) -> int:
+    """The number of submitted pods whose power `power.on_grid` holds at x (of the cluster's
+    GPUs): up to the first pod at which the arrived GPU demand (`arrived`, (M,) the running
+    sum) reaches its last value at or below x; later pods only raise a run's power."""
+    limit = x * total_gpu_milli
+    below = arrived[arrived <= limit + 1e-6]
+    if len(below) == 0:
+        return 0
+    return int(np.searchsorted(arrived, below[-1], side="left")) + 1
+
+
+def power_bound_curve(pods: PodTable, nodes: NodeTable, order: np.ndarray,
+                      xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """((X,) float64 W, (X,) bool): `power_bound` of the pods submitted by each x of `xs`
+    (arrived GPU demand, share of the cluster's GPUs; `prefix_at`) of a workload whose
+    submitted pods are `order`, and whether it is defined there (False, and 0 W, where not
+    every pod that arrived can be placed). Below every replay that placed every pod so far."""
+    order = np.asarray(order, np.int64)
+    arrived = np.cumsum(pods.gpu_demand[order].astype(np.int64))
+    cols = [np.asarray(c)[order].astype(np.int64) for c in
+            (pods.cpu_milli, pods.memory_mib, pods.num_gpus, pods.gpu_milli, pods.model_mask)]
+    watts, solved, memo = np.zeros(len(xs)), np.zeros(len(xs), bool), {}
+    for i, x in enumerate(np.asarray(xs, np.float64)):
+        k = prefix_at(arrived, float(x), nodes.total_gpu_milli)
+        if k not in memo:
+            memo[k] = power_bound(*(c[:k] for c in cols), nodes)
+        if memo[k] is not None:
+            watts[i], solved[i] = memo[k], True
+    return watts, solved
 
 
 POINTS = ("100", "end")
@@ -219,4 +413,5 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["lp_bound", "allocation_bound", "arrived_prefix_100", "attach", "format_shares", "main"]
+__all__ = ["lp_bound", "allocation_bound", "arrived_prefix_100", "attach", "format_shares", "main",
+           "shared_patterns", "power_bound", "prefix_at", "power_bound_curve"]

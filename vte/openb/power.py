@@ -362,7 +362,8 @@ def on_grid(arrived: np.ndarray, values: np.ndarray, valid: np.ndarray, capacity
 
 def curves_on_grid(log, capacity: int, top: float = 1.0, step: float = GRID_STEP) -> dict:
     """Per seed, (S, X) float64 on x = `grid(top, step)`: datacenter power `power`, its `cpu`
-    and `gpu` parts (W), and the allocated milli-GPU `used`; `x` (X,). `log` is a
+    and `gpu` parts (W), the allocated milli-GPU `used` and the pods failed so far `failed`
+    (0 where every pod that arrived was placed); `x` (X,). `log` is a
     `simulator.Log` of a replay with `power=`."""
     if log.power_cpu is None:
         raise ValueError("the log has no power: replay with power=power_model(nodes.models)")
@@ -373,7 +374,9 @@ def curves_on_grid(log, capacity: int, top: float = 1.0, step: float = GRID_STEP
         return np.stack([on_grid(log.arrived[s], values[s], log.valid[s], capacity, xs)
                          for s in seeds])
     cpu, gpu = each(log.power_cpu), each(log.power_gpu)
-    return {"x": xs, "power": cpu + gpu, "cpu": cpu, "gpu": gpu, "used": each(log.used)}
+    failed = np.cumsum(log.valid & ~log.placed, axis=1)
+    return {"x": xs, "power": cpu + gpu, "cpu": cpu, "gpu": gpu, "used": each(log.used),
+            "failed": each(failed)}
 
 
 def summary(curves: dict[str, dict], capacity: int, reference: str = "fgd",

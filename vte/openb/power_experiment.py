@@ -4,6 +4,7 @@ and as its figures. Formulas: OPENB.md section 11 (`vte.openb.power`)."""
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Sequence
@@ -15,9 +16,11 @@ from vte.openb import cluster, simulator, workload
 from vte.openb.experiment import DISPLAY, replay_concurrently, style_of
 from vte.openb.policies import Policy
 from vte.openb.power import (GRID_STEP, MILLI, PLATEAU, READINGS, WEIGHT_TOTAL, WHOLE,
-                             curves_on_grid, datacenter_power, parse_name, power_model,
-                             summary)
+                             curves_on_grid, datacenter_power, grid, parse_name,
+                             power_model, summary)
 from vte.openb.trace import DATA_DIR, NODE_FILES, POD_FILES
+
+BOUND_STEP = 0.025          # x between two LPs of the power bound (a multiple of GRID_STEP)
 
 # The paper's figures on `default` (POWER.md section 5, read from its figures: about +-0.5
 # point of savings and +-0.003 of GRAR): GRAR at x = 1.0, the savings against FGD over the
@@ -38,7 +41,8 @@ PUBLISHED_POWER: dict[str, dict[str, dict]] = {
 
 def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune: float = 1.3,
             chunk: int = 2048, progress: bool = False, top: float = 1.0,
-            workers: int | None = None) -> dict:
+            workers: int | None = None, bound: bool = False,
+            bound_step: float = BOUND_STEP) -> dict:
     """The PWR experiment on one trace: every policy (name -> policy; "fgd" among them, the
     reference of the savings) replayed on every seed with the power log, then `summary`.
 
@@ -46,12 +50,17 @@ def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune
     seeds, per policy the `summary` figures and seconds, and the paper's readings of the
     bundled trace when there are some (`PUBLISHED_POWER`). workers: policies replayed at
     once, in threads (None: one per CPU core); the figures do not depend on it (each
-    policy's seconds are its wall time beside the others)."""
+    policy's seconds are its wall time beside the others). bound: also the least power any
+    scheduler could draw having placed every pod (`bound.power_bound`, an LP per seed at
+    every `bound_step` of x; needs scipy) and each policy's share of FGD's gap to it
+    (`bound_figures`)."""
     if "fgd" not in policies:
         raise ValueError(f"policies {sorted(policies)}: 'fgd' is needed, the savings' reference")
     seeds = [int(s) for s in seeds]
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds {seeds}: give at least one seed, none twice")
+    if bound:
+        _check_bound_step(bound_step)
     table = power_model(nodes.models)
     start = time.perf_counter()
     spec = cluster.make_spec(nodes, workload.typical_pods(pods))
@@ -85,6 +94,8 @@ def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune
     bundled = Path(nodes.path) == DATA_DIR / NODE_FILES["gpu"] and tune == 1.3
     published = PUBLISHED_POWER.get(trace, {}) if bundled else {}
     empty = cluster.empty_state(spec, ranks[0])
+    extra = {"power_bound": bound_figures(pods, nodes, works, curves, top, bound_step)} \
+        if bound else {}
     return {
         "trace": {"nodes": Path(nodes.path).name, "pods": Path(pods.path).name,
                   "num_nodes": len(nodes), "num_gpus": capacity // MILLI},
@@ -94,7 +105,73 @@ def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune
         "platform": jax.default_backend(),
         "policies": {name: {**figures[name], "seconds": seconds[name],
                             "published": published.get(name)} for name in policies},
+        **extra,
     }
+
+
+# ------------------------------------------------------- the least power: a lower bound
+
+def _check_bound_step(step: float) -> None:
+    ratio = step / GRID_STEP if isinstance(step, (int, float)) and math.isfinite(step) else 0.0
+    if not (step > 0 and abs(ratio - round(ratio)) < 1e-9):
+        raise ValueError(f"bound_step={step!r}: allowed a positive multiple of {GRID_STEP}")
+
+
+def bound_figures(pods, nodes, works, curves: dict[str, dict], top: float = 1.0,
+                  step: float = BOUND_STEP) -> dict:
+    """The least power (`bound.power_bound`) beside a replay's curves (`curves_on_grid` per
+    policy, "fgd" among them; `works` the seeds' `workload.Workload`s): per seed and x (every
+    `step` up to `top`) the bound in W where every pod that arrived can be placed, its seed
+    mean, its savings against FGD as the policies' (`summary`, over each reading's x where it
+    is defined on every seed), and per policy the x up to which it placed every pod on every
+    seed (the bound holds for it there: `placed_all_through`) and the share of FGD's gap to
+    the bound it closes, (P_FGD - P) / (P_FGD - bound) of the seed means, averaged over each
+    reading's x where the bound is defined and holds for both (`gap_closed`)."""
+    from vte.openb import bound as lp
+
+    xs = grid(top, step)
+    fine = curves["fgd"]["x"]
+    at = np.searchsorted(fine, xs - 1e-9)                    # xs lie on the replay's grid
+    per_seed = [lp.power_bound_curve(pods, nodes, w.order, xs) for w in works]
+    watts = np.stack([w for w, _ in per_seed])               # (S, X)
+    solved = np.stack([s for _, s in per_seed]).all(axis=0)  # (X,)
+    ref = curves["fgd"]["power"][:, at]                      # (S, X)
+    mean = np.where(solved, watts.mean(axis=0), 0.0)
+    ref_mean = ref.mean(axis=0)
+    saving = np.where(solved, (ref_mean - mean) / ref_mean * 100, 0.0)
+    out = {"x": xs.tolist(), "step": step,
+           "defined": solved.tolist(),
+           "power_w": [round(float(w), 1) if ok else None for w, ok in zip(mean, solved)],
+           "per_seed_w": [[round(float(w), 1) if ok else None for w, ok in zip(row, ok_row)]
+                          for row, (_, ok_row) in zip(watts, per_seed)],
+           "savings_pct": [round(float(v), 3) if ok else None for v, ok in zip(saving, solved)],
+           "placed_all_through": {}, "gap_closed": {}}
+    for reading, (low, high) in READINGS.items():
+        within = (xs >= low - 1e-9) & (xs <= high + 1e-9) & solved
+        seed_saving = (ref - watts) / ref * 100
+        out[f"savings_{reading}_pct"] = (
+            {stat: round(float(f(saving[within])), 2)
+             for stat, f in (("min", np.min), ("mean", np.mean), ("max", np.max))}
+            if within.any() else None)
+        out[f"savings_{reading}_per_seed_pct"] = (
+            np.round(seed_saving[:, within].mean(axis=1), 2).tolist() if within.any() else None)
+        out[f"{reading}_defined_x"] = [round(float(x), 4) for x in xs[within]]
+    for name, c in [("fgd", curves["fgd"])] + list(curves.items()):
+        clean = (c["failed"] == 0).all(axis=0)               # (fine X,) no failure on any seed
+        first_fail = np.flatnonzero(~clean)
+        out["placed_all_through"][name] = round(float(
+            fine[first_fail[0] - 1] if len(first_fail) and first_fail[0] > 0
+            else (fine[-1] if not len(first_fail) else 0.0)), 4)
+        mine = c["power"][:, at].mean(axis=0)
+        gap = ref_mean - mean
+        holds = xs <= min(out["placed_all_through"][name], out["placed_all_through"]["fgd"]) + 1e-9
+        out["gap_closed"][name] = {}
+        for reading, (low, high) in READINGS.items():
+            within = (xs >= low - 1e-9) & (xs <= high + 1e-9) & solved & holds & (gap > 1e-9)
+            out["gap_closed"][name][reading] = (
+                round(float(np.mean((ref_mean - mine)[within] / gap[within])), 4)
+                if within.any() else None)
+    return out
 
 
 def format_table(result: dict) -> str:
@@ -116,6 +193,14 @@ def format_table(result: dict) -> str:
             f"{plat['min']:>8.2f}..{plat['max']:<6.2f}({plat['mean']:5.2f}){paper_plat:>12}"
             f"{whole:>7.2f}{r['savings_at_end_pct']:>7.2f}{pub.get('at_end', float('nan')):>7.1f}"
             f"{r['seconds']:>7.1f}")
+    b = result.get("power_bound")
+    if b is not None and b["savings_plateau_pct"] is not None:
+        plat = b["savings_plateau_pct"]
+        lines.append(f"{'least power (LP bound; no scheduler placing every pod draws less)':<66}"
+                     f"savings plateau {plat['min']:.2f}..{plat['max']:.2f} ({plat['mean']:.2f})")
+        lines.append("share of FGD's gap to it closed, plateau (placed every pod through x): " + ", ".join(
+            f"{display_name(n)} {'-' if g['plateau'] is None else format(g['plateau'], '.3f')} "
+            f"({b['placed_all_through'][n]:.3f})" for n, g in b["gap_closed"].items()))
     lines.append(f"{result['seconds']:.1f} s in all on {result['platform']}")
     return "\n".join(lines)
 
@@ -147,6 +232,13 @@ def plot(result: dict, path: str) -> None:
         axes[0].plot(x, np.asarray(r["power_w"]) / 1e6, label=display_name(name), lw=1.4, **style)
         if name != "fgd":
             axes[1].plot(x, r["savings_pct"], label=display_name(name), lw=1.4, **style)
+    b = result.get("power_bound")
+    if b is not None and any(b["defined"]):
+        ok = np.asarray(b["defined"])
+        x = 100 * np.asarray(b["x"])[ok]
+        style = dict(color="0.3", ls=(0, (2, 2)), lw=1.2, label="least power (LP bound)")
+        axes[0].plot(x, np.asarray([w for w in b["power_w"] if w is not None]) / 1e6, **style)
+        axes[1].plot(x, [v for v in b["savings_pct"] if v is not None], **style)
     axes[0].set(xlabel="arrived GPU demand (% of cluster GPUs)", ylabel="datacenter power (MW)",
                 title="power (CPUs + GPUs of all nodes)")
     axes[1].set(xlabel="arrived GPU demand (% of cluster GPUs)", ylabel="power savings vs FGD (%)",
