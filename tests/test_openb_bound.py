@@ -47,6 +47,9 @@ def lp(pods: PodTable, nodes: NodeTable) -> float:
     ([(1, 1, 1, 1000, 0b10), (1, 1, 1, 1000, 0)], [(8, 8, 1, 0)], 1000),
     # A 2-GPU pod needs a node with 2 GPUs; two 1-GPU nodes do not hold it.
     ([(1, 1, 2, 1000, 0)], [(8, 8, 1, 0), (8, 8, 1, 0)], 0),
+    # Three 810- and three 300-milli shares on three GPUs: no GPU holds 810 + 300, so two
+    # 810s and three 300s at best (the milli and per-GPU counts alone would allow 3000).
+    ([(1, 1, 1, 810, 0)] * 3 + [(1, 1, 1, 300, 0)] * 3, [(8, 8, 3, 0)], 2 * 810 + 3 * 300),
     # Memory binds likewise; CPU-only pods ask for no GPU.
     ([(1, 9, 1, 1000, 0), (1, 1, 0, 0, 0)], [(8, 8, 1, 0)], 0),
 ])

@@ -19,11 +19,17 @@ because the LP relaxes every constraint a placement obeys:
   per GPU     per type t and j = 1..4: a GPU holds at most j shared pods of more than
               1000 / (j + 1) milli, and a whole-GPU pod fills its GPUs:
               sum_{g shared, milli_g > 1000/(j+1)} y[g, t] + j sum_{g whole} gpus_g y[g, t]
-              <= j n_t G_t.
+              <= j n_t G_t;
+  patterns    per GPU model m: z[p, m] >= 0 GPUs hold their shared pods in pattern p, one of
+              the maximal multisets of the shared sizes present whose milli sum to at most
+              1000 (`shared_patterns`); the pods of each shared size on m's types are at
+              most sum_p z[p, m] x p's count of that size, and whole GPUs taken on m plus
+              sum_p z[p, m] are at most m's GPUs (so an 810-milli share and a 300-milli one
+              never pair on a GPU, which the milli and per-GPU counts alone allow).
 
 It ignores that a pod's resources must come from one node (only per-type sums), that
-pods arrive in an order and cannot move, and packing within a GPU beyond the per-GPU
-counts; so it is an upper bound, not an achievable value. "@100 %" is the bound after the
+pods arrive in an order and cannot move; so it is an upper bound, not an achievable value.
+`power_bound` is the same relaxation's least power of placing every arrived pod. "@100 %" is the bound after the
 longest prefix whose arrived GPU demand rounds to 100 % (it bounds every event the
 published figure averages); "end" after all pods. Figures are % of the cluster's GPUs.
 """
@@ -133,8 +139,10 @@ def lp_bound(cpu: np.ndarray, mem: np.ndarray, gpus: np.ndarray, milli: np.ndarr
     ub.add(t_idx, np.arange(v), value[g_idx], n_t * t_gpus * MILLI)
     for j in PER_GPU_LEVELS:                                               # per GPU
         ub.add(t_idx, np.arange(v), _per_gpu_coef(shapes, g_idx, j), j * n_t * t_gpus)
-    a, b = ub.matrix(v)
-    result = linprog(-value[g_idx], A_ub=a, b_ub=b, bounds=(0, None), method="highs")
+    num = v + _pattern_rows(ub, shapes, g_idx, t_idx, types, n_t, v)       # shared patterns
+    a, b = ub.matrix(num)
+    result = linprog(np.concatenate([-value[g_idx], np.zeros(num - v)]), A_ub=a, b_ub=b,
+                     bounds=(0, None), method="highs")
     if result.status != 0:
         raise RuntimeError(f"the bound's LP did not solve: {result.message}")
     return float(-result.fun)
@@ -195,6 +203,51 @@ def shared_patterns(sizes) -> np.ndarray:
     return np.asarray(out, np.int64).reshape(len(out), len(sizes))
 
 
+def _patterns_for(shapes: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """The shared sizes of `shapes` (largest first) that the patterns constrain and their
+    patterns (`shared_patterns`, the smallest sizes dropped while over `PATTERN_LIMIT`)."""
+    s_gpus, s_milli = shapes[:, 2], shapes[:, 3]
+    sizes = sorted(set(s_milli[(s_gpus == 1) & (s_milli < MILLI)].tolist()), reverse=True)
+    patterns = shared_patterns(sizes)
+    while len(patterns) > PATTERN_LIMIT:
+        sizes = sizes[:-1]
+        patterns = shared_patterns(sizes)
+    return sizes, (patterns if sizes else np.zeros((0, 0), np.int64))
+
+
+def _pattern_rows(ub: _Rows, shapes, g_idx, t_idx, types, n_t, z0: int,
+                  busy_col0: int | None = None) -> int:
+    """Adds, per GPU model m, the rows of the GPUs holding shared pods: for each constrained
+    size, the pods of that size on m's types <= sum_p z[p, m] x p's count of it; and the
+    GPUs whole-GPU pods fill on m plus sum_p z[p, m] <= m's GPUs (`busy_col0` None), or <=
+    the sum of m's types' busy-GPU columns (busy_col0 + type). z[p, m] are the columns from
+    z0 on, model by model; returns how many."""
+    sizes, patterns = _patterns_for(shapes)
+    if not sizes:
+        return 0
+    s_gpus, s_milli = shapes[g_idx, 2], shapes[g_idx, 3]
+    shared = (s_gpus == 1) & (s_milli < MILLI)
+    whole = (s_milli == MILLI) & (s_gpus > 0)
+    t_gpus, t_model = types[:, 2], types[:, 3]
+    models = sorted(set(t_model[t_gpus > 0].tolist()))
+    p = len(patterns)
+    for mi, m in enumerate(models):
+        on_m = t_model[t_idx] == m
+        z_cols = z0 + mi * p + np.arange(p)
+        for si, size in enumerate(sizes):
+            pairs = np.flatnonzero(on_m & shared & (s_milli == size))
+            ub.add(np.zeros(len(pairs) + p, np.int64), np.concatenate([pairs, z_cols]),
+                   np.concatenate([np.ones(len(pairs)), -patterns[:, si]]), [0.0])
+        pairs = np.flatnonzero(on_m & whole)
+        of_m = np.flatnonzero(t_model == m)
+        busy = [] if busy_col0 is None else busy_col0 + of_m
+        ub.add(np.zeros(p + len(pairs) + len(busy), np.int64),
+               np.concatenate([z_cols, pairs, busy]).astype(np.int64),
+               np.concatenate([np.ones(p), s_gpus[pairs], -np.ones(len(busy))]),
+               [0.0 if busy_col0 is not None else float((n_t * t_gpus)[of_m].sum())])
+    return p * len(models)
+
+
 def power_bound(cpu: np.ndarray, mem: np.ndarray, gpus: np.ndarray, milli: np.ndarray,
                 mask: np.ndarray, nodes: NodeTable) -> float | None:
     """The least datacenter power (W, PWR's model: OPENB.md section 11) at which every one of
@@ -231,22 +284,13 @@ def power_bound(cpu: np.ndarray, mem: np.ndarray, gpus: np.ndarray, milli: np.nd
     if np.setdiff1d(np.arange(len(shapes)), g_idx).size:
         return None                                        # a pod no node type holds
     v, n = len(g_idx), len(types)
-    shared = (s_gpus == 1) & (s_milli < MILLI)
-    whole = (s_milli == MILLI) & (s_gpus > 0)
-    sizes = sorted(set(s_milli[shared].tolist()), reverse=True)
-    patterns = shared_patterns(sizes)
-    while len(patterns) > PATTERN_LIMIT:                   # the smallest sizes go unconstrained
-        sizes = sizes[:-1]
-        patterns = shared_patterns(sizes)
-    models = sorted(set(t_model[t_gpus > 0].tolist()))
-    p = len(patterns) if sizes else 0
     b0, u0, a0, z0 = v, v + n, v + 2 * n, v + 3 * n        # column blocks: y, b, u, a, z
-    num = z0 + p * len(models)
+    ub = _Rows()
+    num = z0 + _pattern_rows(ub, shapes, g_idx, t_idx, types, n_t, z0, busy_col0=b0)
     cost = np.zeros(num)
     cost[b0:u0] = busy - idle
     cost[a0:z0] = socket_w
     cols = np.arange(v)
-    ub = _Rows()
     ub.add(t_idx, cols, s_cpu[g_idx], n_t * t_cpu)                         # capacity
     ub.add(t_idx, cols, s_mem[g_idx], n_t * t_mem)
     types_n = np.arange(n)
@@ -266,18 +310,6 @@ def power_bound(cpu: np.ndarray, mem: np.ndarray, gpus: np.ndarray, milli: np.nd
     ub.add(np.concatenate([t_idx, types_n]), np.concatenate([cols, a0 + types_n]),
            np.concatenate([s_cpu[g_idx] / per_socket, -np.ones(n)]),
            -n_t * (cores - t_cpu / CPU_MILLI_PER_CORE) / CORES_PER_SOCKET)
-    for mi, m in enumerate(models):                                        # per GPU model
-        on_m = t_model[t_idx] == m
-        z_cols = z0 + mi * p + np.arange(p)
-        for si, size in enumerate(sizes):
-            pairs = np.flatnonzero(on_m & shared[g_idx] & (s_milli[g_idx] == size))
-            ub.add(np.zeros(len(pairs) + p, np.int64), np.concatenate([pairs, z_cols]),
-                   np.concatenate([np.ones(len(pairs)), -patterns[:, si]]), [0.0])
-        pairs = np.flatnonzero(on_m & whole[g_idx])
-        of_m = np.flatnonzero(t_model == m)
-        ub.add(np.zeros(p + len(pairs) + len(of_m), np.int64),
-               np.concatenate([z_cols, pairs, b0 + of_m]),
-               np.concatenate([np.ones(p), s_gpus[g_idx][pairs], -np.ones(len(of_m))]), [0.0])
     eq = _Rows()
     eq.add(g_idx, cols, np.ones(v), count)                                 # every pod placed
     a_ub, b_ub = ub.matrix(num)
