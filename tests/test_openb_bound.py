@@ -174,6 +174,12 @@ def test_the_power_experiment_reports_the_least_power_below_every_replay(tmp_pat
         closed = b["gap_closed"][name]["plateau"]
         assert closed is None or closed <= 1.0 + 1e-9
     assert b["gap_closed"]["fgd"]["plateau"] in (0.0, None)
+    for name, row in result["policies"].items():        # its own placed pods: below it everywhere
+        own = b["own"][name]
+        assert all(row["power_w"][int(np.argmin(abs(fine - x)))] >= w - 0.1
+                   for x, w in zip(xs, own["power_w"]))
+        assert own["excess_plateau_pct"] >= 0 and min(own["excess_whole_per_seed_pct"]) >= 0
+    assert b["own"]["fgd"]["excess_plateau_pct"] > b["own"]["pwr"]["excess_plateau_pct"]
     assert "least power (LP bound" in capsys.readouterr().out
     with pytest.raises(ValueError, match="bound_step=0.003"):
         from vte.openb import power_experiment
@@ -289,3 +295,16 @@ def test_the_power_bound_takes_the_pods_the_replays_power_is_held_at():
     assert [bound.prefix_at(arrived, x, 1000) for x in (0.0, 0.4, 0.5, 0.99, 1.0, 2.0)] == \
         [1, 1, 2, 2, 4, 5]
     assert bound.prefix_at(np.array([300]), 0.2, 1000) == 0
+
+
+def test_the_power_bound_of_a_replays_own_placed_pods():
+    nodes = power_nodes([(32, 8, 1, 0), (32, 8, 1, 1)])
+    # Two whole-GPU pods of 1000 milli each on a 2000-milli cluster; the replay failed the first.
+    pods = pods_table([(2, 1, 1, 1000, 0b10), (2, 1, 1, 1000, 0)])
+    order, xs = np.array([0, 1]), np.array([0.5, 1.0])
+    every, ok = bound.power_bound_curve(pods, nodes, order, xs)
+    assert ok.all() and every.tolist() == [70 + 270 + 105, 70 + 270 + 60 + 2 * 105]
+    own, ok = bound.power_bound_curve(pods, nodes, order, xs, placed=np.array([False, True]))
+    assert ok.all() and own.tolist() == [70, 70 + 60 + 105]
+    with pytest.raises(ValueError, match=r"placed has shape \(3,\)"):
+        bound.power_bound_curve(pods, nodes, order, xs, placed=np.ones(3, bool))

@@ -338,21 +338,27 @@ def prefix_at(arrived: np.ndarray, x: float, total_gpu_milli: int) -> int:
     return int(np.searchsorted(arrived, below[-1], side="left")) + 1
 
 
-def power_bound_curve(pods: PodTable, nodes: NodeTable, order: np.ndarray,
-                      xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def power_bound_curve(pods: PodTable, nodes: NodeTable, order: np.ndarray, xs: np.ndarray,
+                      placed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """((X,) float64 W, (X,) bool): `power_bound` of the pods submitted by each x of `xs`
     (arrived GPU demand, share of the cluster's GPUs; `prefix_at`) of a workload whose
     submitted pods are `order`, and whether it is defined there (False, and 0 W, where not
-    every pod that arrived can be placed). Below every replay that placed every pod so far."""
+    every pod that arrived can be placed). Below every replay that placed every pod so far.
+    placed: (len(order),) bool, a replay's placed pods (`simulator.Log.placed`): the bound
+    of the pods it placed so far instead, below that replay's power at every x."""
     order = np.asarray(order, np.int64)
     arrived = np.cumsum(pods.gpu_demand[order].astype(np.int64))
+    keep = np.ones(len(order), bool) if placed is None else np.asarray(placed, bool)
+    if keep.shape != order.shape:
+        raise ValueError(f"placed has shape {keep.shape}: allowed {order.shape}, one flag per "
+                         "submitted pod")
     cols = [np.asarray(c)[order].astype(np.int64) for c in
             (pods.cpu_milli, pods.memory_mib, pods.num_gpus, pods.gpu_milli, pods.model_mask)]
     watts, solved, memo = np.zeros(len(xs)), np.zeros(len(xs), bool), {}
     for i, x in enumerate(np.asarray(xs, np.float64)):
         k = prefix_at(arrived, float(x), nodes.total_gpu_milli)
         if k not in memo:
-            memo[k] = power_bound(*(c[:k] for c in cols), nodes)
+            memo[k] = power_bound(*(c[:k][keep[:k]] for c in cols), nodes)
         if memo[k] is not None:
             watts[i], solved[i] = memo[k], True
     return watts, solved

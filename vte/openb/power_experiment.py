@@ -69,7 +69,7 @@ def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune
     ranks = np.stack([w.rank for w in works])
     keys = jax.vmap(jax.random.PRNGKey)(np.asarray(seeds, np.uint32))
     capacity = int(spec.total_gpu_milli)
-    curves, seconds = {}, {}
+    curves, seconds, placed = {}, {}, {}
 
     def replay(position: int, name: str):
         t0 = time.perf_counter()
@@ -82,6 +82,7 @@ def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune
                                progress=bar.update if bar is not None else None)
         if bar is not None:
             bar.close()
+        placed[name] = log.placed
         return curves_on_grid(log, capacity, top=top), round(time.perf_counter() - t0, 2)
 
     # The policies replay concurrently in threads; the results do not depend on it.
@@ -94,7 +95,7 @@ def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune
     bundled = Path(nodes.path) == DATA_DIR / NODE_FILES["gpu"] and tune == 1.3
     published = PUBLISHED_POWER.get(trace, {}) if bundled else {}
     empty = cluster.empty_state(spec, ranks[0])
-    extra = {"power_bound": bound_figures(pods, nodes, works, curves, top, bound_step)} \
+    extra = {"power_bound": bound_figures(pods, nodes, works, curves, placed, top, bound_step)} \
         if bound else {}
     return {
         "trace": {"nodes": Path(nodes.path).name, "pods": Path(pods.path).name,
@@ -117,8 +118,8 @@ def _check_bound_step(step: float) -> None:
         raise ValueError(f"bound_step={step!r}: allowed a positive multiple of {GRID_STEP}")
 
 
-def bound_figures(pods, nodes, works, curves: dict[str, dict], top: float = 1.0,
-                  step: float = BOUND_STEP) -> dict:
+def bound_figures(pods, nodes, works, curves: dict[str, dict], placed: dict[str, np.ndarray],
+                  top: float = 1.0, step: float = BOUND_STEP) -> dict:
     """The least power (`bound.power_bound`) beside a replay's curves (`curves_on_grid` per
     policy, "fgd" among them; `works` the seeds' `workload.Workload`s): per seed and x (every
     `step` up to `top`) the bound in W where every pod that arrived can be placed, its seed
@@ -126,7 +127,10 @@ def bound_figures(pods, nodes, works, curves: dict[str, dict], top: float = 1.0,
     is defined on every seed), and per policy the x up to which it placed every pod on every
     seed (the bound holds for it there: `placed_all_through`) and the share of FGD's gap to
     the bound it closes, (P_FGD - P) / (P_FGD - bound) of the seed means, averaged over each
-    reading's x where the bound is defined and holds for both (`gap_closed`)."""
+    reading's x where the bound is defined and holds for both (`gap_closed`). And per policy
+    (`placed` its `Log.placed`, (S, T)) the least power of the pods it placed itself, below
+    its power at every x whatever it failed (`own`): seed means on x, and its excess over
+    it, (P - own) / P x 100, averaged over each reading's x (seed means, and per seed)."""
     from vte.openb import bound as lp
 
     xs = grid(top, step)
@@ -171,6 +175,23 @@ def bound_figures(pods, nodes, works, curves: dict[str, dict], top: float = 1.0,
             out["gap_closed"][name][reading] = (
                 round(float(np.mean((ref_mean - mine)[within] / gap[within])), 4)
                 if within.any() else None)
+    out["own"] = {}
+    for name, c in curves.items():
+        own, ok = map(np.stack, zip(*(lp.power_bound_curve(pods, nodes, w.order, xs,
+                                                           placed[name][s, :len(w.order)])
+                                      for s, w in enumerate(works))))    # (S, X)
+        if not ok.all():                 # the replay placed them, so the relaxation can
+            raise RuntimeError(f"the least power of {name}'s own placed pods has no solution")
+        mine = c["power"][:, at]
+        excess = (mine - own) / mine * 100
+        row = {"power_w": np.round(own.mean(axis=0), 1).tolist()}
+        for reading, (low, high) in READINGS.items():
+            within = (xs >= low - 1e-9) & (xs <= high + 1e-9)
+            seed_mean = (mine.mean(axis=0) - own.mean(axis=0)) / mine.mean(axis=0) * 100
+            row[f"excess_{reading}_pct"] = round(float(seed_mean[within].mean()), 2)
+            row[f"excess_{reading}_per_seed_pct"] = np.round(
+                excess[:, within].mean(axis=1), 2).tolist()
+        out["own"][name] = row
     return out
 
 
@@ -201,6 +222,10 @@ def format_table(result: dict) -> str:
         lines.append("share of FGD's gap to it closed, plateau (placed every pod through x): " + ", ".join(
             f"{display_name(n)} {'-' if g['plateau'] is None else format(g['plateau'], '.3f')} "
             f"({b['placed_all_through'][n]:.3f})" for n, g in b["gap_closed"].items()))
+    if b is not None:
+        lines.append("power above the least for its own placed pods, plateau / whole (%): " + ", ".join(
+            f"{display_name(n)} {o['excess_plateau_pct']:.2f} / {o['excess_whole_pct']:.2f}"
+            for n, o in b["own"].items()))
     lines.append(f"{result['seconds']:.1f} s in all on {result['platform']}")
     return "\n".join(lines)
 
