@@ -14,7 +14,9 @@ a x PWR + (1000 - a) x the network's rescaled logits (`power.pwr_with`), named
 `--pwr-margins M,...` the network at w = 0 with PWR choosing among the nodes whose logit is
 within M nats of its best (`power.pwr_within`), named `learned+pwr_within@M`; with
 `--pwr-switch X/m` the margin is m once the arrived GPU demand reaches X of the cluster's
-GPUs (`pwr_within(..., switch_at=X, late_margin=m)`), named `learned+pwr_within[X/m]@M`.
+GPUs (`pwr_within(..., switch_at=X, late_margin=m)`), named `learned+pwr_within[X/m]@M`;
+with `--fill-sockets` PWR's ties go to the fullest active sockets first, named
+`learned+pwr_within...+sockets@M`.
 FGD is always replayed (the savings' reference); the other published and power
 policies are replayed (`--policies`) or, with `--baselines`, taken from an earlier
 `benchmarks/openb_power.py` JSON of the same trace, tune and seeds, whose FGD must equal the
@@ -43,12 +45,15 @@ from vte.openb.trace import TraceError, load_nodes, load_pods
 
 def learned_policies(run: str, preferences: list[float], nodes,
                      pwr_weights: tuple[int, ...] = (), pwr_margins: tuple[float, ...] = (),
-                     pwr_switch: tuple[float, float] | None = None) -> dict:
+                     pwr_switch: tuple[float, float] | None = None,
+                     fill_sockets: bool = False) -> dict:
     """`learned@w` -> the run's seed-0 network as a replay policy at preference w,
     `learned+pwr@a` -> that network at w = 0 combined with PWR at weight a (`pwr_with`), and
     `learned+pwr_within@m` -> PWR among its nodes within m nats of its best (`pwr_within`);
     with `pwr_switch` = (x, late), `learned+pwr_within[x/late]@m` -> the same with the
-    margin `late` once the arrived GPU demand reaches x of the cluster's GPUs."""
+    margin `late` once the arrived GPU demand reaches x of the cluster's GPUs; with
+    `fill_sockets`, PWR's ties go to the fullest active sockets first
+    (`pwr_within(..., fill_sockets=True)`), named `learned+pwr_within...+sockets@m`."""
     config = ckpt.load_config(run)
     net, variables = ckpt.network_from_config(config), ckpt.load_variables(run)
     watts = power_model(nodes.models)
@@ -57,9 +62,10 @@ def learned_policies(run: str, preferences: list[float], nodes,
     alone = as_policy(net, variables, models_of(variables), 0.0, watts)
     out.update({f"learned+pwr@{a}": pwr_with(alone, a, nodes.models) for a in pwr_weights})
     x, late = pwr_switch or (None, 0.0)
-    tag = "" if x is None else f"[{x:g}/{late:g}]"
+    tag = ("" if x is None else f"[{x:g}/{late:g}]") + ("+sockets" if fill_sockets else "")
     out.update({f"learned+pwr_within{tag}@{m:g}":
-                pwr_within(alone, m, nodes.models, switch_at=x, late_margin=late)
+                pwr_within(alone, m, nodes.models, switch_at=x, late_margin=late,
+                           fill_sockets=fill_sockets)
                 for m in pwr_margins})
     return out
 
@@ -149,6 +155,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--pwr-switch", default=None, metavar="X/m",
                         help="with --pwr-margins: the margin is m once the arrived GPU demand "
                              "reaches X of the cluster's GPUs (learned+pwr_within[X/m]@M)")
+    parser.add_argument("--fill-sockets", action="store_true",
+                        help="with --pwr-margins: PWR's ties go to the node whose active "
+                             "sockets the pod leaves the fewest idle cores "
+                             "(learned+pwr_within+sockets@M)")
     parser.add_argument("--policies", default="fgd",
                         help="published and power policies replayed beside (fgd always)")
     parser.add_argument("--baselines", default=None, help="an earlier openb_power.py JSON")
@@ -183,8 +193,10 @@ def main(argv: list[str] | None = None) -> dict:
         raise ValueError(f"--seeds {args.seeds}: must be in [1, 4096]")
     preferences, pwr_weights = _preferences(args.preferences), _pwr_weights(args.pwr_weights)
     pwr_margins, pwr_switch = _pwr_margins(args.pwr_margins), _pwr_switch(args.pwr_switch)
-    if pwr_switch is not None and not pwr_margins:
-        raise ValueError("--pwr-switch applies to --pwr-margins, which is empty")
+    for flag, given in (("--pwr-switch", pwr_switch is not None),
+                        ("--fill-sockets", args.fill_sockets)):
+        if given and not pwr_margins:
+            raise ValueError(f"{flag} applies to --pwr-margins, which is empty")
     if not preferences and not pwr_weights and not pwr_margins:
         raise ValueError("--preferences, --pwr-weights and --pwr-margins are all empty: nothing "
                          "learned to measure")
@@ -192,7 +204,8 @@ def main(argv: list[str] | None = None) -> dict:
     pods = load_pods(args.pods, nodes)
     names = list(dict.fromkeys(["fgd"] + [p.strip() for p in args.policies.split(",") if p.strip()]))
     chosen = {name: policy_by_name(name, nodes.models) for name in names}
-    learned = learned_policies(args.run, preferences, nodes, pwr_weights, pwr_margins, pwr_switch)
+    learned = learned_policies(args.run, preferences, nodes, pwr_weights, pwr_margins, pwr_switch,
+                               args.fill_sockets)
     seeds = list(range(42, 42 + args.seeds))
     base = None if args.baselines is None else _baselines(args.baselines, pods, args.tune, seeds)
     result = power_experiment.measure(nodes, pods, {**chosen, **learned}, seeds, args.tune,

@@ -212,6 +212,30 @@ def test_pwr_within_the_bases_margin_by_hand(small):
             power.pwr_within(lambda *_: None, bad)
 
 
+def test_pwr_within_can_fill_the_active_sockets_first(small):
+    """`pwr_within(..., fill_sockets=True)`: among PWR's ties, the node whose active sockets
+    the pod leaves the fewest idle cores (`socket_slack`), then the base's order."""
+    nodes, spec, state, table = small
+    # n0 (16 cores, 1 socket): 2 busy cores; n1 (32 cores, 2 sockets): 14 busy; n2, n3 idle.
+    state = state.replace(cpu_free=state.cpu_free.at[0].set(28000).at[1].set(36000))
+    p = pod(cpu=2000, num_gpus=0)                       # one core, no GPU
+    assert np.asarray(power.socket_slack(state, p, spec)).tolist() == [13, 1, 15, 15]
+    feasible = cluster.feasible(state, p, spec)
+    key = jax.random.PRNGKey(0)
+    base = lambda *_: (jnp.array([3.0, 1.0, 2.0, 0.0]), jnp.zeros(4, jnp.int32))  # noqa: E731
+
+    def choice(**kw):
+        s, _ = power.pwr_within(base, float("inf"), nodes.models, **kw)(key, state, p, feasible,
+                                                                         spec)
+        assert np.isfinite(np.asarray(s)).all()
+        return int(np.argmax(np.where(np.asarray(feasible), np.asarray(s), -np.inf))), s
+    # n0 and n1 add no watts (an active socket has an idle core), n2 and n3 wake one (+105 W).
+    assert choice()[0] == 0                             # PWR's tie: the base's best, n0
+    node, s = choice(fill_sockets=True)
+    assert node == 1                                    # the fuller socket: 1 idle core left
+    np.testing.assert_allclose(np.asarray(s)[:2], [(1600 + 2) * 128 + 100, (1600 + 14) * 128 + 100 / 3])
+
+
 def test_pwr_within_switches_to_the_late_margin_once_the_demand_arrived(small):
     """`pwr_within(..., switch_at=x, late_margin=m)`: the margin while the arrived GPU demand
     is below x of the cluster's GPU milli, m from x on (the same scores as `pwr_within` at

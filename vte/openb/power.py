@@ -73,15 +73,28 @@ def power_model(models: Sequence[str]) -> PowerModel:
                       gpu_busy_w=jnp.asarray(busy, jnp.int32))
 
 
-def cpu_watts(cpu_free: jax.Array, cpu_milli: jax.Array) -> jax.Array:
-    """(...) int32 W of a node's CPU sockets: cores = ceil(capacity / 2000), idle cores =
-    floor(free / 2000), sockets = ceil(cores / 16), active = ceil(busy cores / 16);
-    120 W per active socket, 15 W per other one."""
+def _sockets(cpu_free: jax.Array, cpu_milli: jax.Array):
+    """(busy cores, sockets, active sockets) of nodes, (...) each: cores = ceil(capacity /
+    2000), idle cores = floor(free / 2000), busy = cores - idle, sockets = ceil(cores / 16),
+    active = ceil(busy / 16)."""
     cores = -(-cpu_milli // CPU_MILLI_PER_CORE)
     busy = cores - cpu_free // CPU_MILLI_PER_CORE
-    sockets = -(-cores // CORES_PER_SOCKET)
-    active = -(-busy // CORES_PER_SOCKET)
+    return busy, -(-cores // CORES_PER_SOCKET), -(-busy // CORES_PER_SOCKET)
+
+
+def cpu_watts(cpu_free: jax.Array, cpu_milli: jax.Array) -> jax.Array:
+    """(...) int32 W of a node's CPU sockets (`_sockets`): 120 W per active socket, 15 W per
+    other one."""
+    _, sockets, active = _sockets(cpu_free, cpu_milli)
     return (SOCKET_BUSY_W * active + SOCKET_IDLE_W * (sockets - active)).astype(jnp.int32)
+
+
+def socket_slack(state: State, pod: Pod, spec: Spec) -> jax.Array:
+    """(N,) int32 in [0, 15]: the idle cores left in each node's active sockets if `pod` were
+    placed there, 16 x active - busy (`_sockets`). The fewer, the fuller the sockets already
+    paid for, and the more room stays in whole idle sockets. Meaningless on infeasible nodes."""
+    busy, _, active = _sockets(state.cpu_free - pod.cpu_milli, spec.cpu_milli)
+    return (CORES_PER_SOCKET * active - busy).astype(jnp.int32)
 
 
 def _node_gpu_w(spec: Spec, power: PowerModel) -> tuple[jax.Array, jax.Array]:
@@ -253,7 +266,8 @@ def parse_switch(text: str) -> tuple[float, float]:
 
 
 def pwr_within(base: Policy, margin: float, models: Sequence[str] = BUNDLED_MODELS, *,
-               switch_at: float | None = None, late_margin: float = 0.0) -> Policy:
+               switch_at: float | None = None, late_margin: float = 0.0,
+               fill_sockets: bool = False) -> Policy:
     """PWR among the base policy's near-best nodes: the candidates are the feasible nodes
     whose base score is at most `margin` below the best feasible one; the choice is the
     candidate of the best PWR score (`pwr_score`, min-max rescaled over the candidates),
@@ -271,7 +285,11 @@ def pwr_within(base: Policy, margin: float, models: Sequence[str] = BUNDLED_MODE
     arrived so far (`State.arrived`, failed pods included: what any scheduler has seen)
     reaches switch_at x the cluster's GPU milli, the margin is `late_margin` instead, so
     PWR saves watts while the cluster has room and the base packs as the cluster fills
-    (e.g. switch_at 0.8, late_margin 8). OPENB.md section 11. Raises ValueError on a margin
+    (e.g. switch_at 0.8, late_margin 8). OPENB.md section 11.
+
+    fill_sockets: PWR's ties among the candidates go first to the node whose active sockets
+    the pod leaves the fewest idle cores (`socket_slack`), then to the base: score
+    (PWR x 16 + 15 - slack) x 128 + the base's rescaled score. Raises ValueError on a margin
     or late_margin that is negative or not a number, or a switch_at that is not None or a
     finite number > 0."""
     margin, table = _margin(margin), power_model(models)
@@ -289,6 +307,9 @@ def pwr_within(base: Policy, margin: float, models: Sequence[str] = BUNDLED_MODE
         candidate = feasible & (scores >= best - m)
         pwr, _ = pwr_score(state, pod, candidate, spec, table)
         order = _base_rescaled(scores, feasible)
+        if fill_sockets:       # float32: (100 x 16 + 15) x 128 + 100 < 2^18, steps of 1/64
+            key = pwr * CORES_PER_SOCKET + (CORES_PER_SOCKET - 1) - socket_slack(state, pod, spec)
+            return jnp.where(candidate, key.astype(jnp.float32) * 128.0 + order, -1.0), base_gpu
         return jnp.where(candidate, pwr.astype(jnp.float32) * 1000.0 + order, -1.0), base_gpu
 
     return policy

@@ -366,7 +366,7 @@ def dominance(result: dict, learned: Sequence[str], reading: str = "plateau") ->
 
 def ordered_learned(names: Sequence[str]) -> list[str]:
     """Learned policy names ("learned@w", "learned+pwr@a", "learned+pwr_within@m",
-    "learned+pwr_within[x/late]@m") without repeats, each group in the order it first
+    "learned+pwr_within[x/late]@m", either with "+sockets" before the @) without repeats, each group in the order it first
     appears and its members by their number: the order of a front's line."""
     names = list(dict.fromkeys(names))
     groups = list(dict.fromkeys(n.split("@")[0] for n in names))
@@ -411,12 +411,15 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str,
             color = colors[i % len(colors)]
             xs = [pol[p][key]["mean"] for p in names]
             ys = [pol[p]["grar"] for p in names]
+            plain = group.removesuffix("+sockets")
             label = {"learned": "learned (preference w)",
                      "learned+pwr": "learned + PWR (weight a)",
-                     "learned+pwr_within": "PWR within the learned margin (nats)"}.get(group)
-            if label is None and group.startswith("learned+pwr_within["):    # [x/late]
-                x, late = group[len("learned+pwr_within["):-1].split("/")
+                     "learned+pwr_within": "PWR within the learned margin (nats)"}.get(plain)
+            if label is None and plain.startswith("learned+pwr_within["):    # [x/late]
+                x, late = plain[len("learned+pwr_within["):-1].split("/")
                 label = f"PWR within the learned margin (nats), {late} from x = {x}"
+            if label is not None and plain != group:
+                label += ", fullest sockets first"
             ax.plot(xs, ys, "-s", color=color, ms=4, label=label or group)
             for p, x, y in zip(names, xs, ys):
                 ax.annotate(p.split("@")[-1], (x, y), fontsize=7, xytext=(3, -8),
