@@ -442,7 +442,7 @@ def test_the_command_replays_pwr_within_a_bases_margin_by_name(small, tmp_path):
     nodes = small[0]
     pods = twelve_pods(tmp_path)
     names = ["fgd", "pwr_within:8:fgd", "pwr_within:inf:fgd", "pwr_within:0.5:best_fit",
-             "pwr_within:inf@0.3/0:fgd"]
+             "pwr_within:inf@0.3/0:fgd", "pwr_within:inf@0.3/0+sockets:fgd"]
     result = openb_main(["--nodes", nodes.path, "--pods", str(pods), "--seeds", "2", "--power",
                          "--policies", ",".join(names), "--no-progress", "--chunk", "8"])
     fgd, best_fit = POLICIES["fgd"], POLICIES["best_fit"]
@@ -452,7 +452,10 @@ def test_the_command_replays_pwr_within_a_bases_margin_by_name(small, tmp_path):
          "pwr_within:inf:fgd": power.pwr_within(fgd, float("inf"), nodes.models),
          "pwr_within:0.5:best_fit": power.pwr_within(best_fit, 0.5, nodes.models),
          "pwr_within:inf@0.3/0:fgd": power.pwr_within(fgd, float("inf"), nodes.models,
-                                                      switch_at=0.3, late_margin=0.0)},
+                                                      switch_at=0.3, late_margin=0.0),
+         "pwr_within:inf@0.3/0+sockets:fgd": power.pwr_within(
+             fgd, float("inf"), nodes.models, switch_at=0.3, late_margin=0.0,
+             fill_sockets=True)},
         [42, 43], 1.3, chunk=8)
     assert list(result["policies"]) == names
     for name in names:
@@ -469,7 +472,8 @@ def test_the_command_replays_pwr_within_a_bases_margin_by_name(small, tmp_path):
     missing = ["--pods", str(tmp_path / "nope.csv"), "--no-progress"]    # the name is refused first
     for bad in ("pwr_within:x:fgd", "pwr_within:-1:fgd", "pwr_within:nan:fgd", "pwr_within:8",
                 "pwr_within:8:", "pwr_within:8@0.8:fgd", "pwr_within:8@0/4:fgd",
-                "pwr_within:8@0.8/-1:fgd", "pwr_within:8@x/4:fgd"):
+                "pwr_within:8@0.8/-1:fgd", "pwr_within:8@x/4:fgd", "pwr_within:+sockets:fgd",
+                "pwr_within:8+socket:fgd"):
         with pytest.raises(ValueError, match=re.escape(
                 f"{bad!r} is invalid: allowed 'pwr_within:<M>:<base>' or")):
             openb_main(["--policies", f"fgd,{bad}"] + missing)

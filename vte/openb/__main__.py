@@ -26,7 +26,9 @@ by evidence). "pwr_within:<M>:" before a published policy or a run directory is 
 the nodes it scores within M of its best (`power.pwr_within`; M in nats of a network's
 logits, e.g. pwr_within:8:RUN_DIR, the learned power front's points);
 "pwr_within:<M>@<x>/<m>:" is the same with the margin m once the arrived GPU demand reaches
-x of the cluster's GPUs (e.g. pwr_within:24@0.8/8:RUN_DIR). --power runs the PWR
+x of the cluster's GPUs (e.g. pwr_within:24@0.8/8:RUN_DIR); "+sockets" after either
+(pwr_within:24@0.8/8+sockets:RUN_DIR) sends PWR's ties to the fullest active sockets
+first (`pwr_within(..., fill_sockets=True)`). --power runs the PWR
 paper's experiment instead (OPENB.md section 11): datacenter power against arrived GPU
 demand, savings against FGD ("fgd" must be among the policies) and GRAR at x = 1.0,
 beside the paper's readings; its JSON and figure (power and savings per policy) go to
@@ -90,16 +92,22 @@ def _is_run(name: str) -> bool:
     return is_run_path(name)
 
 
-def _within(name: str) -> tuple[float, float | None, float, str] | None:
-    """(M, x, m, base) of "pwr_within:<M>:<base>" or "pwr_within:<M>@<x>/<m>:<base>"
+SOCKETS = "+sockets"      # after the margin: `pwr_within(..., fill_sockets=True)`
+
+
+def _within(name: str) -> tuple[float, float | None, float, str, bool] | None:
+    """(M, x, m, base, fill_sockets) of "pwr_within:<M>:<base>" or
+    "pwr_within:<M>@<x>/<m>:<base>", either with "+sockets" before the second colon
     (`power.pwr_within`: PWR among the nodes the base scores within M of its best; with
-    "@<x>/<m>", within m once the arrived GPU demand reaches x of the cluster's GPUs; x None
-    without), None for another name; ValueError naming the name when M or m is not a number
-    >= 0 (inf allowed), x not a finite number > 0, or the base is missing."""
+    "@<x>/<m>", within m once the arrived GPU demand reaches x of the cluster's GPUs, x None
+    without; with "+sockets", PWR's ties to the fullest active sockets first), None for
+    another name; ValueError naming the name when M or m is not a number >= 0 (inf
+    allowed), x not a finite number > 0, or the base is missing."""
     if not name.startswith(WITHIN):
         return None
     text, _, base = name[len(WITHIN):].partition(":")
-    first, at, rest = text.partition("@")
+    fill = text.endswith(SOCKETS)
+    first, at, rest = text.removesuffix(SOCKETS).partition("@")
     try:
         margin = _margin(float(first))       # pwr_within's own rules
         switch_at, late_margin = parse_switch(rest) if at else (None, 0.0)
@@ -113,8 +121,9 @@ def _within(name: str) -> tuple[float, float | None, float, str] | None:
                          "a finite number > 0 (the arrived GPU demand, a share of the cluster's "
                          "GPUs, from which the margin is m) and base a published policy, "
                          "'pwr_fgd:<a>' or a run directory, e.g. pwr_within:8:RUN_DIR or "
-                         "pwr_within:24@0.8/8:RUN_DIR")
-    return margin, switch_at, late_margin, base
+                         "pwr_within:24@0.8/8:RUN_DIR ('+sockets' before the base's colon: "
+                         "PWR's ties to the fullest active sockets first)")
+    return margin, switch_at, late_margin, base, fill
 
 
 def _known(name: str) -> bool:
@@ -267,9 +276,9 @@ def main(argv: list[str] | None = None) -> dict:
                 confidence=args.plan_confidence)
         within = _within(name)
         if within is not None:
-            margin, switch_at, late_margin, base = within
+            margin, switch_at, late_margin, base, fill = within
             return pwr_within(policy(base), margin, nodes.models, switch_at=switch_at,
-                              late_margin=late_margin)
+                              late_margin=late_margin, fill_sockets=fill)
         if _is_run(name):
             return _learned(name, max(len(nodes.models), 1))
         return policy_by_name(name, nodes.models)
