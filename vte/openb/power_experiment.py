@@ -113,8 +113,9 @@ def measure(nodes, pods, policies: dict[str, Policy], seeds: Sequence[int], tune
 # ------------------------------------------------------- the least power: a lower bound
 
 def _check_bound_step(step: float) -> None:
-    ratio = step / GRID_STEP if isinstance(step, (int, float)) and math.isfinite(step) else 0.0
-    if not (step > 0 and abs(ratio - round(ratio)) < 1e-9):
+    number = isinstance(step, (int, float)) and not isinstance(step, bool)
+    ratio = step / GRID_STEP if number and math.isfinite(step) else 0.0
+    if not (ratio > 0 and abs(ratio - round(ratio)) < 1e-9):
         raise ValueError(f"bound_step={step!r}: allowed a positive multiple of {GRID_STEP}")
 
 
