@@ -265,16 +265,17 @@ def power_bound(cpu: np.ndarray, mem: np.ndarray, gpus: np.ndarray, milli: np.nd
     one node, the order of arrival and the sockets' and GPUs' granularity per node."""
     from scipy.optimize import linprog
 
-    from vte.openb.power import (CORES_PER_SOCKET, CPU_MILLI_PER_CORE, GPU_WATTS,
-                                 SOCKET_BUSY_W, SOCKET_IDLE_W)
+    from vte.openb.power import (CORES_PER_SOCKET, CPU_MILLI_PER_CORE, SOCKET_BUSY_W,
+                                 SOCKET_IDLE_W, _sockets, power_model)
 
     types, n_t = _node_types(nodes)
     t_cpu, t_mem, t_gpus, t_model = (types[:, k] for k in range(4))
-    idle = np.array([GPU_WATTS[nodes.models[m]][0] if m >= 0 else 0 for m in t_model], float)
-    busy = np.array([GPU_WATTS[nodes.models[m]][1] if m >= 0 else 0 for m in t_model], float)
-    cores = -(-t_cpu // CPU_MILLI_PER_CORE)
-    sockets = -(-cores // CORES_PER_SOCKET)
-    empty_active = -(-(cores - t_cpu // CPU_MILLI_PER_CORE) // CORES_PER_SOCKET)
+    table = power_model(nodes.models)
+    has_gpu = t_model >= 0
+    idle = np.where(has_gpu, np.asarray(table.gpu_idle_w)[np.maximum(t_model, 0)], 0).astype(float)
+    busy = np.where(has_gpu, np.asarray(table.gpu_busy_w)[np.maximum(t_model, 0)], 0).astype(float)
+    empty_busy, sockets, empty_active = _sockets(t_cpu, t_cpu)      # the empty node's sockets
+    cores = empty_busy + t_cpu // CPU_MILLI_PER_CORE
     constant = float((n_t * t_gpus * idle).sum() + SOCKET_IDLE_W * (n_t * sockets).sum())
     socket_w = float(SOCKET_BUSY_W - SOCKET_IDLE_W)
     if len(cpu) == 0:

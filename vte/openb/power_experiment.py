@@ -151,9 +151,11 @@ def bound_figures(pods, nodes, works, curves: dict[str, dict], placed: dict[str,
                           for row, (_, ok_row) in zip(watts, per_seed)],
            "savings_pct": [round(float(v), 3) if ok else None for v, ok in zip(saving, solved)],
            "placed_all_through": {}, "gap_closed": {}}
-    for reading, (low, high) in READINGS.items():
-        within = (xs >= low - 1e-9) & (xs <= high + 1e-9) & solved
-        seed_saving = (ref - watts) / ref * 100
+    in_reading = {reading: (xs >= low - 1e-9) & (xs <= high + 1e-9)
+                  for reading, (low, high) in READINGS.items()}
+    seed_saving = (ref - watts) / ref * 100
+    for reading, span in in_reading.items():
+        within = span & solved
         out[f"savings_{reading}_pct"] = (
             {stat: round(float(f(saving[within])), 2)
              for stat, f in (("min", np.min), ("mean", np.mean), ("max", np.max))}
@@ -161,37 +163,35 @@ def bound_figures(pods, nodes, works, curves: dict[str, dict], placed: dict[str,
         out[f"savings_{reading}_per_seed_pct"] = (
             np.round(seed_saving[:, within].mean(axis=1), 2).tolist() if within.any() else None)
         out[f"{reading}_defined_x"] = [round(float(x), 4) for x in xs[within]]
-    for name, c in [("fgd", curves["fgd"])] + list(curves.items()):
+    for name, c in curves.items():
         clean = (c["failed"] == 0).all(axis=0)               # (fine X,) no failure on any seed
         first_fail = np.flatnonzero(~clean)
         out["placed_all_through"][name] = round(float(
             fine[first_fail[0] - 1] if len(first_fail) and first_fail[0] > 0
             else (fine[-1] if not len(first_fail) else 0.0)), 4)
-        mine = c["power"][:, at].mean(axis=0)
-        gap = ref_mean - mean
-        holds = xs <= min(out["placed_all_through"][name], out["placed_all_through"]["fgd"]) + 1e-9
-        out["gap_closed"][name] = {}
-        for reading, (low, high) in READINGS.items():
-            within = (xs >= low - 1e-9) & (xs <= high + 1e-9) & solved & holds & (gap > 1e-9)
-            out["gap_closed"][name][reading] = (
-                round(float(np.mean((ref_mean - mine)[within] / gap[within])), 4)
-                if within.any() else None)
+    gap = ref_mean - mean
     out["own"] = {}
     for name, c in curves.items():
+        mine = c["power"][:, at]                             # (S, X)
+        holds = xs <= min(out["placed_all_through"][name], out["placed_all_through"]["fgd"]) + 1e-9
+        out["gap_closed"][name] = {}
+        for reading, span in in_reading.items():
+            within = span & solved & holds & (gap > 1e-9)
+            out["gap_closed"][name][reading] = (
+                round(float(np.mean((ref_mean - mine.mean(axis=0))[within] / gap[within])), 4)
+                if within.any() else None)
         own, ok = map(np.stack, zip(*(lp.power_bound_curve(pods, nodes, w.order, xs,
                                                            placed[name][s, :len(w.order)])
                                       for s, w in enumerate(works))))    # (S, X)
         if not ok.all():                 # the replay placed them, so the relaxation can
             raise RuntimeError(f"the least power of {name}'s own placed pods has no solution")
-        mine = c["power"][:, at]
         excess = (mine - own) / mine * 100
+        seed_mean = (mine.mean(axis=0) - own.mean(axis=0)) / mine.mean(axis=0) * 100
         row = {"power_w": np.round(own.mean(axis=0), 1).tolist()}
-        for reading, (low, high) in READINGS.items():
-            within = (xs >= low - 1e-9) & (xs <= high + 1e-9)
-            seed_mean = (mine.mean(axis=0) - own.mean(axis=0)) / mine.mean(axis=0) * 100
-            row[f"excess_{reading}_pct"] = round(float(seed_mean[within].mean()), 2)
+        for reading, span in in_reading.items():
+            row[f"excess_{reading}_pct"] = round(float(seed_mean[span].mean()), 2)
             row[f"excess_{reading}_per_seed_pct"] = np.round(
-                excess[:, within].mean(axis=1), 2).tolist()
+                excess[:, span].mean(axis=1), 2).tolist()
         out["own"][name] = row
     return out
 
