@@ -3,6 +3,7 @@
 import json
 import os
 
+import jax
 import numpy as np
 
 import pytest
@@ -97,11 +98,11 @@ def test_throughput_rejects_bad_flags(capsys):
     assert "--steps must be >= 1, got 0" in capsys.readouterr().err
 
 
-def test_scaling_alternates_rounds_and_runs_one_device_plain(tmp_path):
+def test_scaling_runs_one_device_plain_and_two_forced(tmp_path):
     from benchmarks import scaling
     out = tmp_path / "sc.json"
     scaling.main(["--devices", "1", "2", "--num-envs", "16", "--num-nodes", "8",
-                  "--steps", "2", "--repeats", "1", "--rounds", "2", "--measure", "env",
+                  "--steps", "2", "--repeats", "1", "--rounds", "1", "--measure", "env",
                   "--out", str(out)])
     saved = json.loads(out.read_text())
     assert saved["train"] == [] and [r["devices"] for r in saved["env"]] == [1, 2]
@@ -109,9 +110,35 @@ def test_scaling_alternates_rounds_and_runs_one_device_plain(tmp_path):
     if saved["backend"] == "cpu":   # 1 device in a plain process, 2 forced host devices
         assert one["forced_cpu_devices"] is None and two["forced_cpu_devices"] == 2
     for row in saved["env"]:
-        assert row["rounds"] == 2 and len(row["round_decisions_per_s"]) == 2
-        assert len(row["repeat_s"]) == 2 and row["decisions_per_s"] > 0
+        assert row["rounds"] == 1 and len(row["round_decisions_per_s"]) == 1
+        assert len(row["repeat_s"]) == 1 and row["decisions_per_s"] > 0
         assert row["compile_s"] > 0
+
+
+def test_scaling_alternates_rounds_and_takes_the_median_of_every_repeat(tmp_path, monkeypatch):
+    """Rounds alternate the device counts (1, 2, 1, 2), each in its own child process with
+    its device count forced, and each count's row is the median over every round's repeats.
+    The children are replaced by a record of their calls (the real ones: the test above)."""
+    from benchmarks import scaling
+    calls = []
+
+    def child(script, args, env):
+        d = args[1]
+        calls.append((d, "xla_force_host_platform_device_count=2" in env.get("XLA_FLAGS", "")))
+        t = [0.5, 1.0, 2.0, 4.0][len(calls) - 1]      # rollout seconds of this round's repeat
+        return {"devices": d, "num_envs": 16, "steps": 2, "repeat_s": [t],
+                "decisions_per_s": 32 / t, "compile_s": 1.0}
+
+    monkeypatch.setattr(scaling, "_child", child)
+    saved = scaling.main(["--devices", "1", "2", "--num-envs", "16", "--num-nodes", "8",
+                          "--steps", "2", "--repeats", "1", "--rounds", "2", "--measure", "env",
+                          "--out", str(tmp_path / "sc.json")])
+    forced = jax.default_backend() == "cpu"
+    assert calls == [(1, False), (2, forced), (1, False), (2, forced)]
+    one, two = saved["env"]
+    assert one["repeat_s"] == [0.5, 2.0] and two["repeat_s"] == [1.0, 4.0]
+    assert one["round_decisions_per_s"] == [64.0, 16.0] and one["rounds"] == 2
+    assert one["decisions_per_s"] == 32 / 1.25 and two["decisions_per_s"] == 32 / 2.5
 
 
 def test_scaling_rejects_bad_flags(capsys):
