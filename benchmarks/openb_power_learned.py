@@ -24,7 +24,9 @@ one replayed here; when that JSON is an earlier one of this script on the same `
 its learned policies are kept too (margins added to a measured front).
 The front is judged on the paper's plateau savings (`dominance`) and, when every judged
 policy was replayed with it, on the whole reading, x 0.2..1.0 (`dominance_whole`).
-`--front PNG --fronts A.json,B.json [--reading whole]` draws the fronts of finished JSONs.
+`--front PNG --fronts A.json,B.json [--reading whole]` draws the fronts of finished JSONs;
+`--judge A.json,B.json [--json OUT]` judges one run's front measured over several finished
+JSONs of one trace (their learned policies together, FGD equal in all) without replaying.
 """
 
 from __future__ import annotations
@@ -140,6 +142,59 @@ def _merge(result: dict, base: dict, baselines: str, run: str) -> dict:
             "baselines_from": baselines}
 
 
+def _same_front(paths: list[str]) -> dict:
+    """The finished JSONs at `paths` (one trace, tune and seeds, one `--run`, FGD's replay
+    equal in all: checked before merging) as one result, whose learned policies are all of
+    theirs: one network's front measured in several commands."""
+    if not paths:
+        raise ValueError("--judge: allowed one or more JSON paths, comma-separated; got none")
+    results = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            results.append(json.load(f))
+    first = results[0]
+    for path, r in zip(paths[1:], results[1:]):
+        for what, get in (("trace, tune and seeds", lambda r: (r["trace"]["pods"], r["tune"],
+                                                                r["seeds"])),
+                          ("--run", lambda r: os.path.normpath(r.get("run") or ""))):
+            if get(r) != get(first):
+                raise ValueError(f"--judge: {path} has {what} {get(r)!r}, {paths[0]} has "
+                                 f"{get(first)!r}: allowed JSONs of one trace and one run")
+        differs = [key for key in ("grar_per_seed", "power_w")
+                   if r["policies"]["fgd"][key] != first["policies"]["fgd"][key]]
+        if differs:
+            raise ValueError(f"--judge: FGD's {', '.join(differs)} in {path} differ from "
+                             f"{paths[0]}'s (another code version?): allowed JSONs whose FGD "
+                             "replays are equal")
+    merged = first
+    for path, r in zip(paths[1:], results[1:]):
+        merged = _merge(merged, r, path, first["run"])
+        for name, theirs in r["policies"].items():   # in two JSONs: the same figures in both
+            ours = merged["policies"][name]         # (those both have: older JSONs lack
+            common = (set(ours) & set(theirs)) - {"seconds"}     # the later readings)
+            if any(ours[k] != theirs[k] for k in common):
+                raise ValueError(f"--judge: {name} differs between {path} and an earlier JSON "
+                                 "(another code version?)")
+    return {**merged, "baselines_from": None, "judged_from": list(paths)}
+
+
+def _judge(result: dict) -> dict:
+    """`result` with its front judged against the mixes on the plateau and, when every judged
+    policy has it, on the whole reading (x 0.2..1.0, which sees a switch at x >= 0.8);
+    the table and the judgements printed."""
+    result["dominance"] = power_experiment.dominance(result, result["learned"])
+    judged = list(result["learned"]) + power_experiment.mixes(result)
+    whole = not power_experiment.lacking(result, judged, "whole")
+    result["dominance_whole"] = (power_experiment.dominance(result, result["learned"], "whole")
+                                 if whole else None)
+    print(power_experiment.format_table(result))
+    print(json.dumps(result["dominance"], indent=1))
+    if whole:
+        print("judged on the whole reading (savings over x 0.2..1.0):")
+        print(json.dumps(result["dominance_whole"], indent=1))
+    return result
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -167,6 +222,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--json", default=None)
     parser.add_argument("--front", default=None, help="PNG of the fronts of --fronts")
     parser.add_argument("--fronts", default=None, help="finished JSONs, comma-separated")
+    parser.add_argument("--judge", default=None,
+                        help="finished JSONs of one trace and one --run, comma-separated: their "
+                             "learned policies judged together as one front (nothing replayed)")
     parser.add_argument("--reading", default="plateau", choices=sorted(READINGS),
                         help="the savings of --front's x axis: plateau (x 0.2..0.8, the "
                              "paper's) or whole (x 0.2..1.0)")
@@ -187,8 +245,14 @@ def main(argv: list[str] | None = None) -> dict:
         atomic_write(args.front, lambda tmp: power_experiment.plot_front(results, learned, tmp,
                                                                          args.reading))
         return results
+    if args.judge is not None:
+        result = _judge(_same_front([p for p in args.judge.split(",") if p.strip()]))
+        if args.json is not None:
+            atomic_write_text(args.json, json.dumps(result, indent=1))
+        return result
     if args.run is None:
-        raise ValueError("--run DIR is needed (or --fronts to draw finished results)")
+        raise ValueError("--run DIR is needed (or --fronts to draw finished results, --judge "
+                         "to judge them)")
     if not 1 <= args.seeds <= 4096:
         raise ValueError(f"--seeds {args.seeds}: must be in [1, 4096]")
     preferences, pwr_weights = _preferences(args.preferences), _pwr_weights(args.pwr_weights)
@@ -213,18 +277,7 @@ def main(argv: list[str] | None = None) -> dict:
     result["run"], result["learned"] = args.run, list(learned)
     if base is not None:
         result = _merge(result, base, args.baselines, args.run)
-    result["dominance"] = power_experiment.dominance(result, result["learned"])
-    # The whole reading (x 0.2..1.0) when every judged policy has it (baselines written
-    # before it was recorded do not): it sees what a switch at x >= 0.8 gives back.
-    judged = list(result["learned"]) + power_experiment.mixes(result)
-    whole = not power_experiment.lacking(result, judged, "whole")
-    result["dominance_whole"] = (power_experiment.dominance(result, result["learned"], "whole")
-                                 if whole else None)
-    print(power_experiment.format_table(result))
-    print(json.dumps(result["dominance"], indent=1))
-    if whole:
-        print("judged on the whole reading (savings over x 0.2..1.0):")
-        print(json.dumps(result["dominance_whole"], indent=1))
+    result = _judge(result)
     if args.json is not None:
         atomic_write_text(args.json, json.dumps(result, indent=1))
     if "baselines_error" in result:

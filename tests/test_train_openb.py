@@ -153,10 +153,31 @@ def test_the_power_front_takes_the_network_combined_with_pwr(imitation_run, trac
     # is the plain margin inf; a switch at 0.3 to the margin 0 is another policy.
     switched = openb_power_learned.main([
         "--run", imitation_run[0], "--nodes", node_file, "--pods", pod_file, "--seeds", "2",
-        "--preferences", "", "--pwr-margins", "inf", "--pwr-switch", "5/0", "--no-progress"])
+        "--preferences", "", "--pwr-margins", "inf", "--pwr-switch", "5/0", "--no-progress",
+        "--json", str(tmp_path / "switched.json")])
     never = switched["policies"]["learned+pwr_within[5/0]@inf"]
     for key in ("grar_per_seed", "power_w"):
         assert never[key] == pol["learned+pwr_within@inf"][key], key
+    # --judge: the run's front over both finished JSONs, nothing replayed; JSONs of another
+    # run, or whose FGD differs, are refused by name.
+    both = f"{out},{tmp_path / 'switched.json'}"
+    judged = openb_power_learned.main(["--judge", both, "--json", str(tmp_path / "j.json")])
+    assert set(judged["learned"]) == set(result["learned"]) | {"learned+pwr_within[5/0]@inf"}
+    for name in judged["learned"] + ["pwr"]:
+        assert judged["policies"][name] == {**pol, **switched["policies"]}[name], name
+    assert judged["dominance"] == power_experiment.dominance(judged, judged["learned"])
+    assert json.loads((tmp_path / "j.json").read_text())["judged_from"] == both.split(",")
+    other = json.loads((tmp_path / "switched.json").read_text())
+    for key, value, message in (("run", "runs/another", "has --run"),
+                                ("fgd", None, "FGD's grar_per_seed in")):
+        bad = json.loads(json.dumps(other))
+        if key == "run":
+            bad["run"] = value
+        else:
+            bad["policies"]["fgd"]["grar_per_seed"][0] -= 0.01
+        (tmp_path / "bad.json").write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match=re.escape(message)):
+            openb_power_learned.main(["--judge", f"{out},{tmp_path / 'bad.json'}"])
     for bad in ("0.8", "0/8", "0.8/-1", "x/8", "inf/8"):
         with pytest.raises(ValueError, match=re.escape(f"--pwr-switch {bad!r}: allowed X/m")):
             openb_power_learned.main(["--run", imitation_run[0], "--pwr-margins", "8",
