@@ -392,9 +392,12 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str,
 
     cols = min(len(results), 3)                      # three panels a row
     rows = -(-len(results) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.6 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.6 * cols, 6.4 * rows), squeeze=False)
     for ax in axes.flat[len(results):]:
         ax.set_visible(False)
+    colors = ("magenta", "darkorange", "teal", "royalblue", "crimson", "olive")
+    kinds = list(dict.fromkeys(p.split("@")[0] for p in ordered_learned(learned)))
+    color_of = {kind: colors[i % len(colors)] for i, kind in enumerate(kinds)}  # every panel
     for ax, (trace, result) in zip(axes.flat, results.items()):
         pol = result["policies"]
         for name, r in pol.items():
@@ -407,9 +410,8 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str,
         for p in ordered_learned(learned):
             if p in pol:
                 groups.setdefault(p.split("@")[0], []).append(p)
-        colors = ("magenta", "darkorange", "teal", "royalblue", "crimson", "olive")
-        for i, (group, names) in enumerate(groups.items()):
-            color = colors[i % len(colors)]
+        for group, names in groups.items():
+            color = color_of[group]
             xs = [pol[p][key]["mean"] for p in names]
             ys = [pol[p]["grar"] for p in names]
             plain = group.removesuffix("+sockets")
@@ -429,7 +431,7 @@ def plot_front(results: dict[str, dict], learned: Sequence[str], path: str,
         ax.set(xlabel=f"power savings vs FGD, mean over x {low}..{high} (%)",
                ylabel="GRAR at x = 1.0", title=f"{trace}, {len(result['seeds'])} seeds")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+        ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.13))
+    fig.tight_layout()         # each legend under its panel: none covers the points
     fig.savefig(path, dpi=110)
     plt.close(fig)
