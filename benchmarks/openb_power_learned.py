@@ -233,6 +233,17 @@ def main(argv: list[str] | None = None) -> dict:
     for flag, path in (("--json", args.json), ("--front", args.front)):
         if path is not None:
             check_output_path(path, flag)
+    if args.judge is not None:
+        given = [flag for flag, value in (("--run", args.run), ("--baselines", args.baselines),
+                                          ("--fronts", args.fronts), ("--front", args.front))
+                 if value is not None]
+        if given:
+            raise ValueError(f"--judge replays and draws nothing: {', '.join(given)} not "
+                             "allowed with it")
+        result = _judge(_same_front([p for p in args.judge.split(",") if p.strip()]))
+        if args.json is not None:
+            atomic_write_text(args.json, json.dumps(result, indent=1))
+        return result
     if args.fronts is not None:
         if args.front is None:
             raise ValueError("--fronts needs --front PNG")
@@ -245,11 +256,6 @@ def main(argv: list[str] | None = None) -> dict:
         atomic_write(args.front, lambda tmp: power_experiment.plot_front(results, learned, tmp,
                                                                          args.reading))
         return results
-    if args.judge is not None:
-        result = _judge(_same_front([p for p in args.judge.split(",") if p.strip()]))
-        if args.json is not None:
-            atomic_write_text(args.json, json.dumps(result, indent=1))
-        return result
     if args.run is None:
         raise ValueError("--run DIR is needed (or --fronts to draw finished results, --judge "
                          "to judge them)")

@@ -178,6 +178,8 @@ def test_the_power_front_takes_the_network_combined_with_pwr(imitation_run, trac
         (tmp_path / "bad.json").write_text(json.dumps(bad))
         with pytest.raises(ValueError, match=re.escape(message)):
             openb_power_learned.main(["--judge", f"{out},{tmp_path / 'bad.json'}"])
+    with pytest.raises(ValueError, match="--judge replays and draws nothing: --run not allowed"):
+        openb_power_learned.main(["--judge", str(out), "--run", imitation_run[0]])
     for bad in ("0.8", "0/8", "0.8/-1", "x/8", "inf/8"):
         with pytest.raises(ValueError, match=re.escape(f"--pwr-switch {bad!r}: allowed X/m")):
             openb_power_learned.main(["--run", imitation_run[0], "--pwr-margins", "8",
