@@ -110,12 +110,23 @@ def _pwr_switch(text: str | None) -> tuple[float, float] | None:
                          "margin is m (a number >= 0, nats), e.g. 0.8/8") from None
 
 
+def _protocol(result: dict) -> dict:
+    """The pod file, tune and seeds a JSON of this script or `openb_power.py` replayed."""
+    return {"pods": result["trace"]["pods"], "tune": result["tune"], "seeds": result["seeds"]}
+
+
+def _fgd_differs(a: dict, b: dict) -> list[str]:
+    """The figures of FGD's replay (the savings' reference) that differ between results."""
+    return [key for key in ("grar_per_seed", "power_w")
+            if a["policies"]["fgd"][key] != b["policies"]["fgd"][key]]
+
+
 def _baselines(path: str, pods, tune: float, seeds: list[int]) -> dict:
     """An earlier JSON of the same pod file, tune and seeds (checked before any replay)."""
     with open(path, encoding="utf-8") as f:
         base = json.load(f)
     ours = {"pods": os.path.basename(pods.path), "tune": tune, "seeds": seeds}
-    theirs = {"pods": base["trace"]["pods"], "tune": base["tune"], "seeds": base["seeds"]}
+    theirs = _protocol(base)
     if ours != theirs:
         raise ValueError(f"--baselines {path}: {theirs} differs from this run's {ours}")
     return base
@@ -126,8 +137,7 @@ def _merge(result: dict, base: dict, baselines: str, run: str) -> dict:
     replay's. The learned policies of `base` are kept when it measured the same `run` (more
     margins or preferences added to an earlier front) and dropped otherwise; `result["learned"]`
     is then base's followed by this replay's new ones."""
-    ours, theirs = result["policies"]["fgd"], base["policies"]["fgd"]
-    differs = [key for key in ("grar_per_seed", "power_w") if ours[key] != theirs[key]]
+    differs = _fgd_differs(result, base)
     if differs:     # kept unmerged (the replay's minutes are not lost), and said
         return {**result, "baselines_error": f"--baselines {baselines}: FGD's "
                 f"{', '.join(differs)} differ from this replay's (another code version?); "
@@ -152,22 +162,18 @@ def _same_front(paths: list[str]) -> dict:
     for path in paths:
         with open(path, encoding="utf-8") as f:
             results.append(json.load(f))
-    first = results[0]
+    first = merged = results[0]
     for path, r in zip(paths[1:], results[1:]):
-        for what, get in (("trace, tune and seeds", lambda r: (r["trace"]["pods"], r["tune"],
-                                                                r["seeds"])),
+        for what, get in (("trace, tune and seeds", _protocol),
                           ("--run", lambda r: os.path.normpath(r.get("run") or ""))):
             if get(r) != get(first):
                 raise ValueError(f"--judge: {path} has {what} {get(r)!r}, {paths[0]} has "
                                  f"{get(first)!r}: allowed JSONs of one trace and one run")
-        differs = [key for key in ("grar_per_seed", "power_w")
-                   if r["policies"]["fgd"][key] != first["policies"]["fgd"][key]]
+        differs = _fgd_differs(r, first)
         if differs:
             raise ValueError(f"--judge: FGD's {', '.join(differs)} in {path} differ from "
                              f"{paths[0]}'s (another code version?): allowed JSONs whose FGD "
                              "replays are equal")
-    merged = first
-    for path, r in zip(paths[1:], results[1:]):
         merged = _merge(merged, r, path, first["run"])
         for name, theirs in r["policies"].items():   # in two JSONs: the same figures in both
             ours = merged["policies"][name]         # (those both have: older JSONs lack
