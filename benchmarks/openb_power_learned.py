@@ -24,7 +24,9 @@ one replayed here; when that JSON is an earlier one of this script on the same `
 its learned policies are kept too (margins added to a measured front).
 The front is judged on the paper's plateau savings (`dominance`) and, when every judged
 policy was replayed with it, on the whole reading, x 0.2..1.0 (`dominance_whole`).
-`--front PNG --fronts A.json,B.json [--reading whole]` draws the fronts of finished JSONs;
+`--fronts A.json,B.json [--reading whole]` prints, per trace and mix, on how many seeds the
+finished JSONs' fronts dominate it (`power_experiment.seed_table`), and with `--front PNG`
+draws them;
 `--judge A.json,B.json [--json OUT]` judges one run's front measured over several finished
 JSONs of one trace (their learned policies together, FGD equal in all) without replaying.
 """
@@ -227,7 +229,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tune", type=float, default=1.3)
     parser.add_argument("--json", default=None)
     parser.add_argument("--front", default=None, help="PNG of the fronts of --fronts")
-    parser.add_argument("--fronts", default=None, help="finished JSONs, comma-separated")
+    parser.add_argument("--fronts", default=None,
+                        help="finished JSONs, one per trace, comma-separated: their seed counts "
+                             "printed (and drawn with --front)")
     parser.add_argument("--judge", default=None,
                         help="finished JSONs of one trace and one --run, comma-separated: their "
                              "learned policies judged together as one front (nothing replayed)")
@@ -251,17 +255,25 @@ def main(argv: list[str] | None = None) -> dict:
             atomic_write_text(args.json, json.dumps(result, indent=1))
         return result
     if args.fronts is not None:
-        if args.front is None:
-            raise ValueError("--fronts needs --front PNG")
         results = {}
-        for path in args.fronts.split(","):
+        for path in [p for p in args.fronts.split(",") if p.strip()]:
             with open(path, encoding="utf-8") as f:
                 r = json.load(f)
-            results[r["trace"]["pods"].removesuffix(".csv").removeprefix("openb_pod_list_")] = r
-        learned = list(dict.fromkeys(p for r in results.values() for p in r["learned"]))
-        atomic_write(args.front, lambda tmp: power_experiment.plot_front(results, learned, tmp,
-                                                                         args.reading))
+            trace = r["trace"]["pods"].removesuffix(".csv").removeprefix("openb_pod_list_")
+            if trace in results:
+                raise ValueError(f"--fronts: two JSONs of {trace} ({path}): allowed one per "
+                                 "trace (--judge merges one trace's JSONs first)")
+            results[trace] = r
+        if not results:
+            raise ValueError("--fronts: allowed one or more JSON paths, comma-separated; got none")
+        print(power_experiment.seed_table(results, args.reading))
+        if args.front is not None:
+            learned = list(dict.fromkeys(p for r in results.values() for p in r["learned"]))
+            atomic_write(args.front, lambda tmp: power_experiment.plot_front(
+                results, learned, tmp, args.reading))
         return results
+    if args.front is not None:
+        raise ValueError("--front PNG draws the finished JSONs of --fronts, which is missing")
     if args.run is None:
         raise ValueError("--run DIR is needed (or --fronts to draw finished results, --judge "
                          "to judge them)")

@@ -366,6 +366,37 @@ def test_the_front_is_judged_on_the_mean_and_seed_by_seed():
         dominance(result, ["a", "b"], "tail")
 
 
+def test_the_seed_table_counts_each_traces_front_per_mix():
+    """`seed_table`: per mix and trace, the seeds on which the trace's front dominates the
+    mix and the one policy's count, bold on every seed; "-" for a mix a trace lacks; the
+    last row says whether a trace's front takes every mix on every seed."""
+    from vte.openb.power_experiment import seed_table
+
+    def entry(savings, grar):
+        return {"savings_plateau_pct": {"mean": float(np.mean(savings))},
+                "savings_plateau_per_seed_pct": savings, "grar_per_seed": grar,
+                "grar": float(np.mean(grar))}
+    fgd = entry([0.0, 0.0], [0.96, 0.96])
+    one = {"seeds": [42, 43], "learned": ["a", "b"], "policies": {
+        "fgd": fgd, "pwr": entry([12.0, 12.0], [0.90, 0.90]),
+        "pwr_fgd:200": entry([10.0, 12.0], [0.90, 0.92]),
+        "a": entry([11.0, 11.0], [0.95, 0.91]),                  # :200 on seed 42 only
+        "b": entry([9.0, 13.0], [0.89, 0.93])}}                  # :200 on seed 43 only
+    two = {"seeds": [42, 43], "learned": ["c"], "policies": {
+        "fgd": fgd, "pwr": entry([12.0, 12.0], [0.90, 0.90]),
+        "c": entry([12.0, 12.5], [0.91, 0.93])}}                 # PWR on both seeds
+    lines = seed_table({"t1": one, "t2": two}).splitlines()
+    assert lines[0] == "| mix (plateau) | `t1` | `t2` |"
+    assert lines[2] == "| PWR | 1 (1) | **2** (**2**) |"     # PWR alone first; b on seed 43
+    assert lines[3] == "| PWR 200 | **2** (1) | - |"                   # the front, not one
+    assert lines[4] == "| every mix, every seed | no (2) | **yes** (1) |"
+    # A result written before per-seed savings were recorded: nothing to count, said so.
+    del one["policies"]["a"]["savings_plateau_per_seed_pct"]
+    lines = seed_table({"t1": one, "t2": two}).splitlines()
+    assert lines[2] == "| PWR | n/a | **2** (**2**) |"
+    assert lines[4] == "| every mix, every seed | n/a | **yes** (1) |"
+
+
 def test_the_whole_reading_sees_what_the_plateau_does_not(tmp_path):
     """`summary` records the savings over x 0.2..1.0 beside the plateau's, per seed, and
     `dominance(..., "whole")` judges the front on them: a policy that saves on the plateau

@@ -139,6 +139,10 @@ def test_the_power_front_takes_the_network_combined_with_pwr(imitation_run, trac
     png = tmp_path / "front.png"
     openb_power_learned.main(["--front", str(png), "--fronts", str(out), "--reading", "whole"])
     assert png.stat().st_size > 0
+    with pytest.raises(ValueError, match="two JSONs of .*allowed one per trace"):
+        openb_power_learned.main(["--fronts", f"{out},{out}"])
+    with pytest.raises(ValueError, match="--front PNG draws the finished JSONs of --fronts"):
+        openb_power_learned.main(["--front", str(png)])
     # A margin added to that front: the earlier JSON of the same run keeps its learned ones,
     # and each group stays in order of its numbers (the front's line).
     more = openb_power_learned.main([

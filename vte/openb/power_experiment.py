@@ -365,6 +365,46 @@ def dominance(result: dict, learned: Sequence[str], reading: str = "plateau") ->
                          and any(saving(p) > most for p in at_fgd)}
 
 
+def seed_table(results: dict[str, dict], reading: str = "plateau") -> str:
+    """A Markdown table of finished fronts (`results`: trace name -> a judged result, each
+    with its `learned` policies): per PWR mix (rows, PWR alone first, then by weight down)
+    and trace (columns, in the order of `results`), on how many seeds the trace's front
+    dominates the mix (`dominance`'s `seeds_front`: each seed judged with its own savings on
+    the `reading`), then in brackets the one learned policy's count (`seeds_single`); bold
+    where that is every seed, "-" where the trace has no replay of the mix. A last row says
+    per trace whether the front dominates every mix replayed there on every seed. "n/a"
+    for a trace written before per-seed savings were recorded (no seed can be judged).
+    ValueError naming a reading that a trace's policies lack (`dominance`)."""
+    judged, mixes_seen = {}, {}
+    for trace, result in results.items():
+        judged[trace] = dominance(result, result["learned"], reading)["per_mix"]
+        mixes_seen.update(dict.fromkeys(judged[trace]))
+    rows = sorted(mixes_seen, key=lambda m: -parse_name(m))
+    lines = [f"| mix ({reading}) | " + " | ".join(f"`{t}`" for t in results) + " |",
+             "|---|" + "---|" * len(results)]
+
+    def cell(trace, mix):
+        if mix not in judged[trace]:
+            return "-"
+        v, n = judged[trace][mix], len(results[trace]["seeds"])
+        if v["seeds_front"] is None:
+            return "n/a"
+        bold = (lambda k: f"**{k}**" if k == n else str(k))
+        return f"{bold(v['seeds_front'])} ({bold(v['seeds_single'])})"
+
+    lines += [f"| {display_name(m)} | " + " | ".join(cell(t, m) for t in results) + " |"
+              for m in rows]
+    def last(t):
+        counts = [v["seeds_front"] for v in judged[t].values()]
+        if None in counts:
+            return "n/a"
+        return (f"**yes** ({len(counts)})" if all(c == len(results[t]["seeds"]) for c in counts)
+                else f"no ({len(counts)})")
+
+    lines.append("| every mix, every seed | " + " | ".join(last(t) for t in results) + " |")
+    return "\n".join(lines)
+
+
 def ordered_learned(names: Sequence[str]) -> list[str]:
     """Learned policy names ("learned@w", "learned+pwr@a", "learned+pwr_within@m",
     "learned+pwr_within[x/late]@m", either with "+sockets" before the @) without repeats, each group in the order it first
