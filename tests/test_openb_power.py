@@ -395,6 +395,10 @@ def test_the_seed_table_counts_each_traces_front_per_mix():
     lines = seed_table({"t1": one, "t2": two}).splitlines()
     assert lines[2] == "| PWR | n/a | **2** (**2**) |"
     assert lines[4] == "| every mix, every seed | n/a | **yes** (1) |"
+    # A trace without mixes claims nothing.
+    bare = {"seeds": [42], "learned": ["c"], "policies": {"fgd": entry([0.0], [0.96]),
+                                                          "c": entry([1.0], [0.95])}}
+    assert seed_table({"t3": bare}).splitlines()[2:] == ["| every mix, every seed | - |"]
 
 
 def test_the_whole_reading_sees_what_the_plateau_does_not(tmp_path):

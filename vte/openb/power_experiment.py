@@ -372,8 +372,9 @@ def seed_table(results: dict[str, dict], reading: str = "plateau") -> str:
     dominates the mix (`dominance`'s `seeds_front`: each seed judged with its own savings on
     the `reading`), then in brackets the one learned policy's count (`seeds_single`); bold
     where that is every seed, "-" where the trace has no replay of the mix. A last row says
-    per trace whether the front dominates every mix replayed there on every seed. "n/a"
-    for a trace written before per-seed savings were recorded (no seed can be judged).
+    per trace whether the front dominates every mix replayed there on every seed (in
+    brackets, how many mixes; "-" for a trace without mixes). "n/a" for a trace written
+    before per-seed savings were recorded (no seed can be judged).
     ValueError naming a reading that a trace's policies lack (`dominance`)."""
     judged, mixes_seen = {}, {}
     for trace, result in results.items():
@@ -383,23 +384,28 @@ def seed_table(results: dict[str, dict], reading: str = "plateau") -> str:
     lines = [f"| mix ({reading}) | " + " | ".join(f"`{t}`" for t in results) + " |",
              "|---|" + "---|" * len(results)]
 
+    def count(trace, k):
+        return f"**{k}**" if k == len(results[trace]["seeds"]) else str(k)
+
     def cell(trace, mix):
         if mix not in judged[trace]:
             return "-"
-        v, n = judged[trace][mix], len(results[trace]["seeds"])
+        v = judged[trace][mix]
         if v["seeds_front"] is None:
             return "n/a"
-        bold = (lambda k: f"**{k}**" if k == n else str(k))
-        return f"{bold(v['seeds_front'])} ({bold(v['seeds_single'])})"
+        return f"{count(trace, v['seeds_front'])} ({count(trace, v['seeds_single'])})"
+
+    def last(trace):
+        counts = [v["seeds_front"] for v in judged[trace].values()]
+        if not counts:
+            return "-"
+        if None in counts:
+            return "n/a"
+        every = all(c == len(results[trace]["seeds"]) for c in counts)
+        return f"**yes** ({len(counts)})" if every else f"no ({len(counts)})"
 
     lines += [f"| {display_name(m)} | " + " | ".join(cell(t, m) for t in results) + " |"
               for m in rows]
-    def last(t):
-        counts = [v["seeds_front"] for v in judged[t].values()]
-        if None in counts:
-            return "n/a"
-        return (f"**yes** ({len(counts)})" if all(c == len(results[t]["seeds"]) for c in counts)
-                else f"no ({len(counts)})")
 
     lines.append("| every mix, every seed | " + " | ".join(last(t) for t in results) + " |")
     return "\n".join(lines)
