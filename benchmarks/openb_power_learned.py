@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from vte import checkpoint as ckpt
 from vte.files import atomic_write, atomic_write_text, check_output_path
@@ -44,7 +45,7 @@ from vte.openb import power_experiment
 from vte.openb.network import as_policy, models_of
 from vte.openb.power import (READINGS, WEIGHT_TOTAL, parse_switch, policy_by_name, power_model,
                              pwr_with, pwr_within)
-from vte.openb.trace import TraceError, load_nodes, load_pods
+from vte.openb.trace import POD_PREFIX, TraceError, load_nodes, load_pods
 
 
 def learned_policies(run: str, preferences: list[float], nodes,
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> dict:
         for path in [p for p in args.fronts.split(",") if p.strip()]:
             with open(path, encoding="utf-8") as f:
                 r = json.load(f)
-            trace = r["trace"]["pods"].removesuffix(".csv").removeprefix("openb_pod_list_")
+            trace = Path(r["trace"]["pods"]).stem.removeprefix(POD_PREFIX)    # as trace_name
             if trace in results:
                 raise ValueError(f"--fronts: two JSONs of {trace} ({path}): allowed one per "
                                  "trace (--judge merges one trace's JSONs first)")
