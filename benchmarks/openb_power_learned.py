@@ -25,8 +25,9 @@ its learned policies are kept too (margins added to a measured front).
 The front is judged on the paper's plateau savings (`dominance`) and, when every judged
 policy was replayed with it, on the whole reading, x 0.2..1.0 (`dominance_whole`).
 `--fronts A.json,B.json [--reading whole]` prints, per trace and mix, on how many seeds the
-finished JSONs' fronts dominate it (`power_experiment.seed_table`), and with `--front PNG`
-draws them;
+finished JSONs' fronts dominate it (`power_experiment.seed_table`), and on how many seeds
+they allocate at least FGD's GRAR with more savings than FGD and every mix that does; with
+`--front PNG` it draws them;
 `--judge A.json,B.json [--json OUT]` judges one run's front measured over several finished
 JSONs of one trace (their learned policies together, FGD equal in all) without replaying.
 """

@@ -323,15 +323,18 @@ def test_the_replay_logs_power_and_the_grid_interpolates(small):
     assert curves["failed"][0, 3:] == pytest.approx([(5250 - 3800) / 4000, (7000 - 3800) / 4000])
 
 
+def entry(savings, grar):
+    """A judged policy's record: plateau savings (%) and GRAR at x = 1.0, per seed."""
+    return {"savings_plateau_pct": {"mean": float(np.mean(savings))},
+            "savings_plateau_per_seed_pct": savings, "grar_per_seed": grar,
+            "grar": float(np.mean(grar))}
+
+
 def test_the_front_is_judged_on_the_mean_and_seed_by_seed():
     """`dominance`: a learned policy beats a mix on the mean when it saves at least as much
     and allocates more; seed by seed, some learned policy must do both on each seed."""
     from vte.openb.power_experiment import dominance
 
-    def entry(savings, grar):
-        return {"savings_plateau_pct": {"mean": float(np.mean(savings))},
-                "savings_plateau_per_seed_pct": savings, "grar_per_seed": grar,
-                "grar": float(np.mean(grar))}
     result = {"seeds": [42, 43], "policies": {
         "fgd": entry([0.0, 0.0], [0.96, 0.96]),
         "pwr_fgd:200": entry([10.0, 12.0], [0.90, 0.92]),
@@ -372,33 +375,61 @@ def test_the_seed_table_counts_each_traces_front_per_mix():
     last row says whether a trace's front takes every mix on every seed."""
     from vte.openb.power_experiment import seed_table
 
-    def entry(savings, grar):
-        return {"savings_plateau_pct": {"mean": float(np.mean(savings))},
-                "savings_plateau_per_seed_pct": savings, "grar_per_seed": grar,
-                "grar": float(np.mean(grar))}
     fgd = entry([0.0, 0.0], [0.96, 0.96])
     one = {"seeds": [42, 43], "learned": ["a", "b"], "policies": {
         "fgd": fgd, "pwr": entry([12.0, 12.0], [0.90, 0.90]),
         "pwr_fgd:200": entry([10.0, 12.0], [0.90, 0.92]),
         "a": entry([11.0, 11.0], [0.95, 0.91]),                  # :200 on seed 42 only
         "b": entry([9.0, 13.0], [0.89, 0.93])}}                  # :200 on seed 43 only
-    two = {"seeds": [42, 43], "learned": ["c"], "policies": {
+    two = {"seeds": [42, 43], "learned": ["c", "d"], "policies": {
         "fgd": fgd, "pwr": entry([12.0, 12.0], [0.90, 0.90]),
-        "c": entry([12.0, 12.5], [0.91, 0.93])}}                 # PWR on both seeds
+        "c": entry([12.0, 12.5], [0.91, 0.93]),                  # PWR on both seeds
+        "d": entry([1.0, 0.0], [0.97, 0.96])}}         # FGD's GRAR on both, saves on 42
     lines = seed_table({"t1": one, "t2": two}).splitlines()
     assert lines[0] == "| mix (plateau) | `t1` | `t2` |"
     assert lines[2] == "| PWR | 1 (1) | **2** (**2**) |"     # PWR alone first; b on seed 43
     assert lines[3] == "| PWR 200 | **2** (1) | - |"                   # the front, not one
     assert lines[4] == "| every mix, every seed | no (2) | **yes** (1) |"
+    assert lines[5] == "| at FGD's GRAR, more savings than the mixes there | 0 (0) | 1 (1) |"
     # A result written before per-seed savings were recorded: nothing to count, said so.
     del one["policies"]["a"]["savings_plateau_per_seed_pct"]
     lines = seed_table({"t1": one, "t2": two}).splitlines()
     assert lines[2] == "| PWR | n/a | **2** (**2**) |"
     assert lines[4] == "| every mix, every seed | n/a | **yes** (1) |"
-    # A trace without mixes claims nothing.
+    assert lines[5] == "| at FGD's GRAR, more savings than the mixes there | n/a | 1 (1) |"
+    # A trace without mixes claims no mix; at FGD's GRAR it is judged against FGD alone.
     bare = {"seeds": [42], "learned": ["c"], "policies": {"fgd": entry([0.0], [0.96]),
-                                                          "c": entry([1.0], [0.95])}}
-    assert seed_table({"t3": bare}).splitlines()[2:] == ["| every mix, every seed | - |"]
+                                                          "c": entry([1.0], [0.96])}}
+    assert seed_table({"t3": bare}).splitlines()[2:] == [
+        "| every mix, every seed | - |",
+        "| at FGD's GRAR, more savings than the mixes there | **1** (**1**) |"]
+
+
+def test_at_fgds_grar_the_front_must_save_more_than_every_mix_that_gets_there():
+    """`dominance`'s `fgd_grar`: on each seed, a learned policy counts when it allocates at
+    least FGD's GRAR there and saves more than FGD and than every mix that also reaches
+    FGD's GRAR on that seed; the strict reading (more than any mix saves anywhere) apart."""
+    from vte.openb.power_experiment import dominance
+
+    result = {"seeds": [42, 43], "policies": {
+        "fgd": entry([0.0, 0.0], [0.96, 0.96]),
+        "pwr": entry([14.0, 14.0], [0.90, 0.90]),          # never at FGD's GRAR
+        "pwr_fgd:25": entry([3.0, 5.0], [0.97, 0.95]),     # at FGD's GRAR on seed 42 only
+        "a": entry([2.0, 1.0], [0.965, 0.97]),             # under :25's 3 % on 42; 43 yes
+        "b": entry([4.0, 0.5], [0.98, 0.96]),              # both (equal GRAR counts on 43)
+        "c": entry([0.0, 9.0], [0.99, 0.959])}}            # no saving on 42, under on 43
+    got = dominance(result, ["a", "b", "c"])
+    at = got["fgd_grar"]
+    assert at["front_per_seed"] == [["b"], ["a", "b"]]
+    assert at["seeds_front"] == 2 and at["single"] == "b" and at["seeds_single"] == 2
+    assert at["mix_savings_per_seed"] == [3.0, 0.0]
+    # The strict reading: FGD's GRAR on the mean with more than PWR alone's 14 %: no.
+    assert got["most_mix_savings"] == 14.0 and not got["beats_every_mix_at_fgd_grar"]
+    # Without b nothing passes seed 42; without per-seed savings nothing is judged.
+    assert dominance(result, ["a", "c"])["fgd_grar"]["front_per_seed"] == [[], ["a"]]
+    for entry_ in result["policies"].values():
+        del entry_["savings_plateau_per_seed_pct"]
+    assert dominance(result, ["a", "b", "c"])["fgd_grar"] is None
 
 
 def test_the_whole_reading_sees_what_the_plateau_does_not(tmp_path):

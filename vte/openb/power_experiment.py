@@ -311,7 +311,16 @@ def dominance(result: dict, learned: Sequence[str], reading: str = "plateau") ->
       (`seeds_single`). None for a result without per-seed savings (written before they
       were recorded);
     * at FGD's GRAR: the learned policies whose GRAR is at least FGD's, their savings, and
-      whether one saves more than every mix.
+      whether one saves more than every mix anywhere (`beats_every_mix_at_fgd_grar`, the
+      strict reading: FGD's allocation with more savings than PWR alone);
+    * at FGD's GRAR, seed by seed (`fgd_grar`): on how many seeds some learned policy
+      allocates at least FGD's GRAR on that seed and saves more than FGD (0) and than every
+      mix that also allocates at least FGD's GRAR on that seed (`seeds_front`), i.e. the
+      front lies right of the mixes' at FGD's GRAR; the policies that do it per seed
+      (`front_per_seed`), the one that does it on the most seeds (`single`, None when
+      none does) and on how many (`seeds_single`); and per seed, the most any such mix
+      saves there (`mix_savings_per_seed`, 0 where no mix reaches FGD's GRAR). None for a
+      result without per-seed savings.
 
     ValueError naming the reading when it is not one of `power.READINGS`, or when a policy
     of the judgement lacks it (a result written before the whole reading was recorded)."""
@@ -343,14 +352,9 @@ def dominance(result: dict, learned: Sequence[str], reading: str = "plateau") ->
         best = max(better, key=lambda p: seeds_higher(p, m), default=None)
         per_mix[m] = {"savings": saving(m), "grar": pol[m]["grar"], "dominated_by": better,
                       "best": best, "seeds_higher": None if best is None else seeds_higher(best, m)}
-        front = front_per_seed(m) if per_seed else None
-        per_mix[m]["front_per_seed"] = front
-        per_mix[m]["seeds_front"] = None if front is None else sum(bool(f) for f in front)
-        counts = {} if front is None else {p: sum(p in f for f in front) for p in learned}
-        single = max(counts, key=counts.get, default=None)
-        per_mix[m]["single"] = single if single is not None and counts[single] else None
-        per_mix[m]["seeds_single"] = None if front is None else counts.get(single, 0)
+        per_mix[m].update(_counted(front_per_seed(m) if per_seed else None, learned))
     at_fgd = [p for p in learned if pol[p]["grar"] >= pol["fgd"]["grar"]]
+    fgd_grar = _at_fgd_grar_per_seed(pol, learned, mixes(result), sav) if per_seed else None
     most = max((saving(m) for m in mixes(result)), default=0.0)
     return {"per_mix": per_mix,
             "at_fgd_grar": {p: {"savings": saving(p), "grar": pol[p]["grar"],
@@ -360,9 +364,39 @@ def dominance(result: dict, learned: Sequence[str], reading: str = "plateau") ->
                             for p in at_fgd},
             "most_mix_savings": most,
             "beats_every_mix_at_fgd_grar": any(saving(p) > most for p in at_fgd),
+            "fgd_grar": fgd_grar,
             "dominates": all(v["best"] is not None and v["seeds_higher"] == len(result["seeds"])
                              for v in per_mix.values())
                          and any(saving(p) > most for p in at_fgd)}
+
+
+def _at_fgd_grar_per_seed(pol: dict, learned: Sequence[str], mix_names: Sequence[str],
+                         sav: str) -> dict:
+    """`dominance`'s `fgd_grar` entry: per seed, the learned policies that allocate at least
+    FGD's GRAR there and save more (key `sav`, per seed) than FGD and than every mix that
+    allocates at least FGD's GRAR there."""
+    grar = "grar_per_seed"
+    front, bar = [], []
+    for s, fgd in enumerate(pol["fgd"][grar]):
+        there = [pol[m][sav][s] for m in mix_names if pol[m][grar][s] >= fgd]
+        bar.append(max([0.0, *there]))
+        front.append([p for p in learned if pol[p][grar][s] >= fgd and pol[p][sav][s] > bar[-1]])
+    return {**_counted(front, learned), "mix_savings_per_seed": bar}
+
+
+def _counted(front: list[list[str]] | None, learned: Sequence[str]) -> dict:
+    """A seed-by-seed judgement from `front` (per seed, the learned policies that pass; None
+    without per-seed savings): the seeds some policy passes on (`seeds_front`), the one
+    that passes on the most (`single`, the first of `learned` on a tie; None when none
+    passes anywhere) and on how many (`seeds_single`)."""
+    if front is None:
+        return {"front_per_seed": None, "seeds_front": None, "single": None,
+                "seeds_single": None}
+    counts = {p: sum(p in f for f in front) for p in learned}
+    single = max(counts, key=counts.get, default=None)
+    single = single if single is not None and counts[single] else None
+    return {"front_per_seed": front, "seeds_front": sum(bool(f) for f in front),
+            "single": single, "seeds_single": counts.get(single, 0)}
 
 
 def seed_table(results: dict[str, dict], reading: str = "plateau") -> str:
@@ -373,12 +407,15 @@ def seed_table(results: dict[str, dict], reading: str = "plateau") -> str:
     the `reading`), then in brackets the one learned policy's count (`seeds_single`); bold
     where that is every seed, "-" where the trace has no replay of the mix. A last row says
     per trace whether the front dominates every mix replayed there on every seed (in
-    brackets, how many mixes; "-" for a trace without mixes). "n/a" for a trace written
-    before per-seed savings were recorded (no seed can be judged).
+    brackets, how many mixes; "-" for a trace without mixes). The row after it counts the
+    seeds on which the front allocates at least FGD's GRAR with more savings than FGD and
+    every mix that does (`dominance`'s `fgd_grar`), the one policy's count in brackets.
+    "n/a" for a trace written before per-seed savings were recorded (no seed can be judged).
     ValueError naming a reading that a trace's policies lack (`dominance`)."""
-    judged, mixes_seen = {}, {}
+    judged, at_fgd, mixes_seen = {}, {}, {}
     for trace, result in results.items():
-        judged[trace] = dominance(result, result["learned"], reading)["per_mix"]
+        both = dominance(result, result["learned"], reading)
+        judged[trace], at_fgd[trace] = both["per_mix"], both["fgd_grar"]
         mixes_seen.update(dict.fromkeys(judged[trace]))
     rows = sorted(mixes_seen, key=lambda m: -parse_name(m))
     lines = [f"| mix ({reading}) | " + " | ".join(f"`{t}`" for t in results) + " |",
@@ -387,13 +424,13 @@ def seed_table(results: dict[str, dict], reading: str = "plateau") -> str:
     def count(trace, k):
         return f"**{k}**" if k == len(results[trace]["seeds"]) else str(k)
 
-    def cell(trace, mix):
-        if mix not in judged[trace]:
-            return "-"
-        v = judged[trace][mix]
-        if v["seeds_front"] is None:
+    def counted(trace, v):
+        if v is None or v["seeds_front"] is None:
             return "n/a"
         return f"{count(trace, v['seeds_front'])} ({count(trace, v['seeds_single'])})"
+
+    def cell(trace, mix):
+        return counted(trace, judged[trace][mix]) if mix in judged[trace] else "-"
 
     def last(trace):
         counts = [v["seeds_front"] for v in judged[trace].values()]
@@ -408,6 +445,8 @@ def seed_table(results: dict[str, dict], reading: str = "plateau") -> str:
               for m in rows]
 
     lines.append("| every mix, every seed | " + " | ".join(last(t) for t in results) + " |")
+    lines.append("| at FGD's GRAR, more savings than the mixes there | "
+                 + " | ".join(counted(t, at_fgd[t]) for t in results) + " |")
     return "\n".join(lines)
 
 
