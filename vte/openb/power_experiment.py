@@ -356,6 +356,7 @@ def dominance(result: dict, learned: Sequence[str], reading: str = "plateau") ->
     at_fgd = [p for p in learned if pol[p]["grar"] >= pol["fgd"]["grar"]]
     fgd_grar = _at_fgd_grar_per_seed(pol, learned, mixes(result), sav) if per_seed else None
     most = max((saving(m) for m in mixes(result)), default=0.0)
+    beats = any(saving(p) > most for p in at_fgd)
     return {"per_mix": per_mix,
             "at_fgd_grar": {p: {"savings": saving(p), "grar": pol[p]["grar"],
                                 "seeds_at_least_fgd": int(np.sum(
@@ -363,11 +364,11 @@ def dominance(result: dict, learned: Sequence[str], reading: str = "plateau") ->
                                     >= np.asarray(pol["fgd"]["grar_per_seed"])))}
                             for p in at_fgd},
             "most_mix_savings": most,
-            "beats_every_mix_at_fgd_grar": any(saving(p) > most for p in at_fgd),
+            "beats_every_mix_at_fgd_grar": beats,
             "fgd_grar": fgd_grar,
-            "dominates": all(v["best"] is not None and v["seeds_higher"] == len(result["seeds"])
-                             for v in per_mix.values())
-                         and any(saving(p) > most for p in at_fgd)}
+            "dominates": beats and all(v["best"] is not None
+                                       and v["seeds_higher"] == len(result["seeds"])
+                                       for v in per_mix.values())}
 
 
 def _at_fgd_grar_per_seed(pol: dict, learned: Sequence[str], mix_names: Sequence[str],
