@@ -132,8 +132,13 @@ def _opaque(base):
     return lambda *args: base(*args)
 
 
-@pytest.mark.parametrize("name", ["fgd", pytest.param("gpu_packing", marks=pytest.mark.slow)])
-def test_node_local_rollouts_choose_exactly_as_full_rescoring(tmp_path, name):
+@pytest.mark.parametrize("name, block", [("fgd", lookahead.ROLL_BLOCK), ("fgd", 2),
+                                         pytest.param("gpu_packing", lookahead.ROLL_BLOCK,
+                                                      marks=pytest.mark.slow)])
+def test_node_local_rollouts_choose_exactly_as_full_rescoring(tmp_path, monkeypatch, name, block):
+    # block 2: a horizon of 5 rolled out in three scans (2, 2 and 1 pods), each recomputing
+    # the columns of the pods still to come only.
+    monkeypatch.setattr(lookahead, "ROLL_BLOCK", block)
     nodes, pods = small_trace(tmp_path, pods=50)
     spec = cluster.make_spec(nodes, workload.typical_pods(pods))
     works = [workload.build_workload(pods, nodes, 5, 1.3)]

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The OpenB scheduler network `train/results/openb_distilled_evidence`, trained from scratch:
+#
+#     bash train/openb_evidence_chain.sh runs/evidence_chain     # OUT_DIR, created
+#
+# Five runs of train/imitate.py, each starting from the one before (benchmarks/RESULTS.md,
+# "The evidence network retrained from scratch"):
+#   fgd       imitation of FGD on the two-trace bank (default, gpushare100), 3M decisions;
+#   round1/2  imitation of the lookahead planner over FGD (horizon 8), 128 updates each;
+#   round3    the same on the three-trace bank (cpu250 added), counting failed pods
+#             (`--plan-pods-first`): `train/results/openb_distilled_bank3`;
+#   evidence  imitation of the horizon-32 planner over round3's network, FGD playing the
+#             futures, choosing by evidence (z = 2): the first 16 updates of a 64-update
+#             schedule, `train/results/openb_distilled_evidence`.
+# Each run's minutes go to OUT_DIR/times.txt. The network to use is OUT_DIR/evidence.
+set -euo pipefail
+OUT=${1:?usage: bash train/openb_evidence_chain.sh OUT_DIR}
+mkdir -p "$OUT"
+: > "$OUT/times.txt"
+COMMON=(--env openb --num-nodes 64 --num-envs 128 --num-steps 16 --num-minibatches 4
+        --update-epochs 1 --hidden 64 --eval-episodes 0)
+BANK2=default,gpushare100
+BANK3=default,gpushare100,cpu250
+
+run() {       # run NAME FLAGS...: one training run into OUT_DIR/NAME, timed
+    local name=$1 start
+    shift
+    start=$(date +%s)
+    python train/imitate.py "${COMMON[@]}" "$@" --out "$OUT/$name"
+    echo "$name $(( $(date +%s) - start )) s" | tee -a "$OUT/times.txt"
+}
+
+run fgd --trace $BANK2 --teacher fgd --total-timesteps 3000000 --lr 1e-3
+ROUND=(--teacher plan_fgd --total-timesteps 262144 --lr 3e-4 --log-every 1 --checkpoint-every 16)
+run round1 --trace $BANK2 "${ROUND[@]}" --init-from "$OUT/fgd" --seed 9
+run round2 --trace $BANK2 "${ROUND[@]}" --init-from "$OUT/round1" --seed 10
+run round3 --trace $BANK3 "${ROUND[@]}" --plan-pods-first --init-from "$OUT/round2" --seed 11
+run evidence --trace $BANK3 --teacher "plan:$OUT/round3" --plan-rollouts fgd --plan-horizon 32 \
+    --plan-confidence 2 --init-from "$OUT/round3" --total-timesteps 131072 --lr 2e-4 \
+    --log-every 1 --checkpoint-every 16 --seed 16 --stop-after-updates 16
+awk '{s += $2} END {printf "training in all: %d s (%.1f min)\n", s, s / 60}' "$OUT/times.txt" \
+    | tee -a "$OUT/times.txt"
