@@ -475,3 +475,25 @@ def test_plan_agreement_labels_each_state_twice_by_the_planner_and_once_by_fgd(t
                                     "--start", "1", "--every", "2", "--futures", "2",
                                     "--horizon", "3", "--confidence", "10"])
     assert evidence["confidence"] == 10.0 and "(evidence, z = 10)" in capsys.readouterr().out
+
+
+def test_plan_labels_times_the_trainers_own_teacher_on_a_warm_batch(tmp_path, capsys):
+    from benchmarks import plan_labels
+    out = tmp_path / "labels.json"
+    result = plan_labels.main(["--teachers", "round", "--trace", "default", "--num-nodes", "8",
+                               "--num-envs", "2", "--warm-steps", "3", "--repeats", "2",
+                               "--json", str(out)])
+    row, = result["teachers"]
+    assert row["flags"] == ["--teacher", "plan_fgd", "--plan-pods-first"]
+    assert (row["num_envs"], row["num_nodes"], len(row["repeat_s"])) == (2, 8, 2)
+    assert row["labels_per_s_best"] == pytest.approx(2 / min(row["repeat_s"]))
+    assert row["labels_per_s_best"] >= row["labels_per_s_median"] > 0
+    assert row["label_s_per_update"] == pytest.approx(16 * 2 / row["labels_per_s_median"])
+    assert json.loads(out.read_text()) == result
+    printed = capsys.readouterr().out
+    assert printed.startswith("round ") and "labels/s best" in printed
+    for bad in (["--teachers", "nope"], ["--teachers", ""], ["--num-envs", "0"],
+                ["--warm-steps", "-1"]):
+        with pytest.raises(SystemExit):
+            plan_labels.main(bad)
+    assert "--teachers='nope' is invalid" in capsys.readouterr().err
