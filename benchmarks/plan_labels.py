@@ -50,11 +50,12 @@ STEPS_PER_UPDATE = 16          # the chain's --num-steps
 
 
 def measure(teacher: str, run_dir: str, trace: str, num_nodes: int, num_envs: int,
-            warm_steps: int, repeats: int, seed: int = 0) -> dict:
+            warm_steps: int, repeats: int, seed: int = 0, workloads: int = 256) -> dict:
     """One teacher's labelling of `num_envs` states: compile and repeat times (s)."""
     flags = [f.format(run=run_dir) for f in TEACHERS[teacher]]
     config, *_ = run.parse(["--env", "openb", "--trace", trace, "--num-nodes", str(num_nodes),
-                            "--num-envs", str(num_envs), "--hidden", "64", *flags],
+                            "--num-envs", str(num_envs), "--workloads", str(workloads),
+                            "--hidden", "64", *flags],
                            ImitateConfig, "plan_labels")
     env = make_env(config)
     fgd = oenv.policy_action(POLICIES["fgd"])
@@ -80,7 +81,8 @@ def measure(teacher: str, run_dir: str, trace: str, num_nodes: int, num_envs: in
     repeat_s = times[1:]
     median = statistics.median(repeat_s)
     return {"teacher": teacher, "flags": flags, "trace": trace, "num_nodes": num_nodes,
-            "num_envs": num_envs, "warm_steps": warm_steps, "compile_s": compile_s,
+            "num_envs": num_envs, "workloads": workloads, "warm_steps": warm_steps,
+            "compile_s": compile_s,
             "repeat_s": repeat_s, "labels_per_s_best": num_envs / min(repeat_s),
             "labels_per_s_median": num_envs / median,
             "label_s_per_update": median * STEPS_PER_UPDATE}
@@ -95,6 +97,8 @@ def main(argv=None) -> dict:
     p.add_argument("--trace", default="default,gpushare100,cpu250")
     p.add_argument("--num-nodes", type=int, default=64)
     p.add_argument("--num-envs", type=int, default=128)
+    p.add_argument("--workloads", type=int, default=256,
+                   help="training workloads of the bank, as the trainer's --workloads")
     p.add_argument("--warm-steps", type=int, default=60)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json", default=None, help="write the figures here")
@@ -104,7 +108,7 @@ def main(argv=None) -> dict:
     if bad or not teachers:
         p.error(f"--teachers={args.teachers!r} is invalid: allowed a comma-separated list of "
                 f"{', '.join(TEACHERS)}")
-    for name in ("num_nodes", "num_envs", "repeats"):
+    for name in ("num_nodes", "num_envs", "repeats", "workloads"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}={getattr(args, name)} is invalid: allowed an "
                     "integer >= 1")
@@ -113,7 +117,7 @@ def main(argv=None) -> dict:
     rows = []
     for teacher in teachers:
         row = measure(teacher, args.run, args.trace, args.num_nodes, args.num_envs,
-                      args.warm_steps, args.repeats)
+                      args.warm_steps, args.repeats, workloads=args.workloads)
         rows.append(row)
         print(f"{teacher:9s} {row['labels_per_s_best']:8.1f} labels/s best, "
               f"{row['labels_per_s_median']:8.1f} median; {row['label_s_per_update']:6.1f} s "

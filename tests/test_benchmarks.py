@@ -481,11 +481,12 @@ def test_plan_labels_times_the_trainers_own_teacher_on_a_warm_batch(tmp_path, ca
     from benchmarks import plan_labels
     out = tmp_path / "labels.json"
     result = plan_labels.main(["--teachers", "round", "--trace", "default", "--num-nodes", "8",
-                               "--num-envs", "2", "--warm-steps", "3", "--repeats", "2",
-                               "--json", str(out)])
+                               "--num-envs", "2", "--workloads", "2", "--warm-steps", "3",
+                               "--repeats", "2", "--json", str(out)])
     row, = result["teachers"]
     assert row["flags"] == ["--teacher", "plan_fgd", "--plan-pods-first"]
-    assert (row["num_envs"], row["num_nodes"], len(row["repeat_s"])) == (2, 8, 2)
+    assert (row["num_envs"], row["num_nodes"], row["workloads"]) == (2, 8, 2)
+    assert len(row["repeat_s"]) == 2
     assert row["labels_per_s_best"] == pytest.approx(2 / min(row["repeat_s"]))
     assert row["labels_per_s_best"] >= row["labels_per_s_median"] > 0
     assert row["label_s_per_update"] == pytest.approx(16 * 2 / row["labels_per_s_median"])
@@ -493,7 +494,7 @@ def test_plan_labels_times_the_trainers_own_teacher_on_a_warm_batch(tmp_path, ca
     printed = capsys.readouterr().out
     assert printed.startswith("round ") and "labels/s best" in printed
     for bad in (["--teachers", "nope"], ["--teachers", ""], ["--num-envs", "0"],
-                ["--warm-steps", "-1"]):
+                ["--warm-steps", "-1"], ["--workloads", "0"]):
         with pytest.raises(SystemExit):
             plan_labels.main(bad)
     assert "--teachers='nope' is invalid" in capsys.readouterr().err
