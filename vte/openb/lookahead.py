@@ -32,8 +32,8 @@ the same choices at a fraction of the cost; any other (BestFit, the PWR mixes, a
 scores all nodes at every rollout step. `start` limits planning to the pods submitted
 once the arrived GPU demand reaches `start` x the cluster's GPUs (the base policy decides
 alone before; a real scheduler knows its own arrivals), and a pod with fewer than two
-feasible nodes is never planned. Both tests are `lax.cond`s, which skip the rollouts only when the policy runs
-unbatched, so the replay runs a planner's seeds one after another
+feasible nodes is never planned. Both tests are `lax.cond`s, which skip the rollouts only
+when the policy runs unbatched, so the replay runs a planner's seeds one after another
 (`Policy.one_seed_at_a_time`, `simulator.replay`); under `vmap` the planner is still
 correct, only as slow as when it plans every pod.
 """
