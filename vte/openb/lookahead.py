@@ -229,7 +229,7 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
 
         # Blocks of ROLL_BLOCK pods, each a scan: a block recomputes the columns of its own
         # and the later blocks' pods only (the rows before it are read no more). One-pod
-        # blocks (the rollout unrolled) ran 1.4x faster again, but fused the float32 sums
+        # blocks (the rollout unrolled) ran 1.3-1.6x faster again, but fused the float32 sums
         # of the fragmentation differently: candidates whose futures fragment equally then
         # differed in the last bit, and the tie-break followed; blocks of 8 pods keep every
         # label, and so every network trained on them, bit for bit what it was.
