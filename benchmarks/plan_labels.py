@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
@@ -35,6 +34,7 @@ import jax
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.throughput import machine  # noqa: E402
 from train import run  # noqa: E402
 from train.config import ImitateConfig  # noqa: E402
 from train.envs import make_env  # noqa: E402
@@ -123,9 +123,7 @@ def main(argv=None) -> dict:
               f"{row['labels_per_s_median']:8.1f} median; {row['label_s_per_update']:6.1f} s "
               f"labelling per update of {args.num_envs} x {STEPS_PER_UPDATE} states; "
               f"compile {row['compile_s']:.1f} s", flush=True)
-    result = {"machine": {"platform": platform.platform(), "processor": platform.processor(),
-                          "devices": [str(d) for d in jax.devices()], "jax": jax.__version__},
-              "teachers": rows}
+    result = {"machine": machine(), "teachers": rows}
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result, indent=1))
