@@ -82,9 +82,9 @@ def test_checkpoint_round_trips_into_a_policy(ppo_run):
     net = ckpt.network_from_config(ckpt.load_config(out))
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
     obs, _ = RESET(keys, BIG)
-    policy = jax.vmap(vte.load_policy(out, seed=1), (0, 0, None))
-    actions = np.asarray(policy(keys, obs, BIG))
-    expected = np.argmax(np.asarray(net.apply(variables, obs)[0]), -1)
+    policy = jax.jit(jax.vmap(vte.load_policy(out, seed=1), (0, 0, None)))  # compiled: one
+    actions = np.asarray(policy(keys, obs, BIG))        # program rather than every op apart
+    expected = np.argmax(np.asarray(jax.jit(net.apply)(variables, obs)[0]), -1)
     np.testing.assert_array_equal(actions, expected)
     assert np.all(np.asarray(obs.action_mask)[np.arange(4), actions])
     with pytest.raises(ValueError, match="seed=2"):
@@ -515,7 +515,7 @@ def _one_update(online: bool, num_minibatches: int, env: dict):
                            total_timesteps=env["num_envs"] * env["num_steps"], online=online,
                            **env)
     init, update = imitate.make_update(config)
-    return jax.jit(update)(init(jax.random.PRNGKey(3)))
+    return jax.jit(update)(jax.jit(init)(jax.random.PRNGKey(3)))   # init compiled, not op by op
 
 
 @pytest.mark.slow   # compiles three updates

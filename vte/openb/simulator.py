@@ -81,8 +81,10 @@ def replay(policy: Policy, spec: Spec, pods: Pod, ranks: np.ndarray, keys: jax.A
         raise ValueError(f"chunk={chunk}: must be >= 1")
     chunk = min(chunk, length)
     padded = -(-length // chunk) * chunk
+    # Padded and cut into chunks on the host (op by op with jax, each leaf's pad and every
+    # chunk's slice compiled a small program of its own on a first replay).
     pods = jax.tree_util.tree_map(
-        lambda x: jnp.pad(x, ((0, 0), (0, padded - length))), pods)
+        lambda x: np.pad(np.asarray(x), ((0, 0), (0, padded - length))), pods)
     state = jax.vmap(lambda r: cluster.empty_state(spec, r))(jnp.asarray(ranks))
     parts = []
     for start in range(0, padded, chunk):
