@@ -82,8 +82,9 @@ def test_checkpoint_round_trips_into_a_policy(ppo_run):
     net = ckpt.network_from_config(ckpt.load_config(out))
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
     obs, _ = RESET(keys, BIG)
-    policy = jax.jit(jax.vmap(vte.load_policy(out, seed=1), (0, 0, None)))  # compiled: one
-    actions = np.asarray(policy(keys, obs, BIG))        # program rather than every op apart
+    # Both compiled whole: run op by op, each network would compile some 80 one-op programs.
+    policy = jax.jit(jax.vmap(vte.load_policy(out, seed=1), (0, 0, None)))
+    actions = np.asarray(policy(keys, obs, BIG))
     expected = np.argmax(np.asarray(jax.jit(net.apply)(variables, obs)[0]), -1)
     np.testing.assert_array_equal(actions, expected)
     assert np.all(np.asarray(obs.action_mask)[np.arange(4), actions])
