@@ -86,7 +86,7 @@ def test_cli_draws_an_episode_of_a_trained_run(tmp_path):
     run = tmp_path / "run"
     net = vte.SchedulerNet(hidden=8, head_hidden=8)
     obs, _ = vte.reset(jax.random.PRNGKey(0), SMALL)
-    variables = net.init(jax.random.PRNGKey(1), obs)
+    variables = jax.jit(net.init)(jax.random.PRNGKey(1), obs)   # one program, not op by op
     stacked = jax.tree_util.tree_map(lambda x: np.asarray(x)[None], variables)   # 1 seed
     os.makedirs(run)
     with open(run / CONFIG_FILE, "w") as f:

@@ -322,7 +322,7 @@ def test_a_trained_run_serves(tmp_path):
     from vte import checkpoint
     net = vte.SchedulerNet(hidden=8, head_hidden=8)
     obs, _ = vte.reset(jax.random.PRNGKey(0), PARAMS)
-    variables = net.init(jax.random.PRNGKey(1), obs)
+    variables = jax.jit(net.init)(jax.random.PRNGKey(1), obs)   # one program, not op by op
     run = tmp_path / "tiny"
     checkpoint.save_config(str(run), {"hidden": 8, "seeds": 1, "env": {
         "num_nodes": 8, "queue_len": 4, "episode_len": 6, "sample_weights": False,

@@ -703,7 +703,7 @@ def test_the_extra_actions_are_the_policy_samples_with_their_rewards():
     actions = np.asarray(traj.group_action)
     gap = np.take_along_axis(cost, actions, -1) - cost.min(-1, keepdims=True)
     np.testing.assert_allclose(-np.asarray(traj.group_reward), gap, rtol=1e-5, atol=1e-6)
-    logits = jax.vmap(lambda o: env.network.apply(runner.params, o)[0])(traj.obs)
+    logits = jax.jit(jax.vmap(lambda o: env.network.apply(runner.params, o)[0]))(traj.obs)
     want = np.take_along_axis(np.asarray(jax.nn.log_softmax(logits)), actions, -1)
     np.testing.assert_allclose(np.asarray(traj.group_log_prob), want, rtol=1e-5, atol=1e-5)
     # Every sampled action is allowed by the mask, so none is penalised as invalid.
@@ -759,7 +759,7 @@ def test_spread_starts_puts_each_environment_at_its_own_phase_of_an_episode(ppo_
     close = lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-7)   # noqa: E731
     jax.tree_util.tree_map(close, (plain.params, plain.opt_state), (a.params, a.opt_state))
     # the observation is the one of the state it sits in
-    obs = jax.vmap(vte.get_obs, (0, None))(a.env_state, make_env(spread).params)
+    obs = jax.jit(jax.vmap(vte.get_obs, (0, None)))(a.env_state, make_env(spread).params)
     jax.tree_util.tree_map(np.testing.assert_allclose, obs, a.obs)
     out, _ = ppo_run
     older = {k: v for k, v in ckpt.load_config(out).items() if k != "spread_starts"}

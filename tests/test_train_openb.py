@@ -212,7 +212,7 @@ def test_the_learned_policy_in_the_replay_is_the_environment_driven_by_it(trace_
     params = oenv.make_params(nodes, pods, seeds=[42])
     net = OpenBNet(hidden=8)
     obs, state = jax.jit(oenv.reset)(jax.random.PRNGKey(0), params)
-    variables = net.init(jax.random.PRNGKey(3), obs)
+    variables = jax.jit(net.init)(jax.random.PRNGKey(3), obs)   # one program, not op by op
     step = jax.jit(oenv.step_env)
     used = []
     for t in range(int(params.length[0])):
@@ -398,7 +398,7 @@ def test_the_network_reads_the_preference_drawn_per_episode(trace_files):
     np.testing.assert_array_equal(np.asarray(state.workload), np.asarray(plain.workload))
     one = jax.tree_util.tree_map(lambda x: x[0], obs)
     net = OpenBNet(hidden=8)
-    variables = net.init(jax.random.PRNGKey(3), one)
+    variables = jax.jit(net.init)(jax.random.PRNGKey(3), one)
     apply = jax.jit(lambda o: net.apply(variables, o)[0])
     low = apply(one.replace(preference=jnp.float32(0.0)))
     high = apply(one.replace(preference=jnp.float32(0.9)))
