@@ -4,7 +4,7 @@
 #     bash train/openb_evidence_chain.sh runs/evidence_chain     # OUT_DIR, created
 #
 # Five runs of train/imitate.py, each starting from the one before (benchmarks/RESULTS.md,
-# "The evidence network retrained from scratch"):
+# "The evidence network in 25 minutes"):
 #   fgd       imitation of FGD on the two-trace bank (default, gpushare100), 3M decisions;
 #   round1/2  imitation of the lookahead planner over FGD (horizon 8), 128 updates each;
 #   round3    the same on the three-trace bank (cpu250 added), counting failed pods
@@ -12,7 +12,7 @@
 #   evidence  imitation of the horizon-32 planner over round3's network, FGD playing the
 #             futures, choosing by evidence (z = 2): the first 16 updates of a 64-update
 #             schedule, `train/results/openb_distilled_evidence`.
-# Each run's minutes go to OUT_DIR/times.txt. The network to use is OUT_DIR/evidence.
+# Each run's seconds, and their sum, go to OUT_DIR/times.txt. The network to use is OUT_DIR/evidence.
 set -euo pipefail
 OUT=${1:?usage: bash train/openb_evidence_chain.sh OUT_DIR}
 mkdir -p "$OUT"
