@@ -86,6 +86,15 @@ def test_pods_first_prefers_the_candidate_whose_futures_fail_fewer_pods(tmp_path
         assert int(cluster.select(scores, feasible, state.rank)) == node, pods_first
     with pytest.raises(ValueError, match="pods_first=1 is invalid: allowed True or False"):
         lookahead.planner(most_free, pods_first=1)
+    # The choice by evidence sees the failed pod only through a pod value: the futures are
+    # equal in GPUs and fragmentation, so n0 (the base's best) stays; at 1000 milli-GPU a pod,
+    # n1 gains 1000 on both futures (sd 0) and wins, and n0's regret is one GPU.
+    for pod_value, node, regret in ((0.0, 0, [0.0, 0.0]), (1000.0, 1, [1.0, 0.0])):
+        plan = lookahead.planner_regrets(most_free, candidates=2, futures=2, horizon=1,
+                                         confidence=1.0, pod_value=pod_value)
+        scores, _, got = jax.jit(plan)(key, state, the_pod, feasible, spec)
+        assert int(cluster.select(scores, feasible, state.rank)) == node, pod_value
+        np.testing.assert_allclose(np.asarray(got), regret, atol=1e-6)
 
 
 def test_regrets_are_infinite_off_the_candidates_and_zero_on_an_unplanned_choice(tmp_path):
@@ -182,7 +191,11 @@ def test_the_choice_by_evidence_worked_by_hand():
     used = jnp.array([[5000] * 4, [6000, 6000, 4000, 6000], [5300] * 4, [9000] * 4], jnp.int32)
     frag = jnp.zeros((4, 4), jnp.float32)
     valid = jnp.array([True, True, True, False])
-    choose = jax.jit(lookahead._by_evidence, static_argnums=3)
+    bound = jnp.full((4, 4), 10, jnp.int32)
+    evidence = jax.jit(lookahead._by_evidence, static_argnums=(4, 5))
+
+    def choose(used, frag, valid, z, bound=bound, pod_value=0.0):
+        return evidence(used, frag, bound, valid, z, pod_value)
     assert int(choose(used, frag, valid, 0.9)) == 1      # 500 > 0.9 x 500: the larger mean
     assert int(choose(used, frag, valid, 1.1)) == 2      # 500 < 550: candidate 1 fails
     # Fragmentation counts as allocation lost: 400 more milli fragmented on candidate 2.
@@ -191,6 +204,19 @@ def test_the_choice_by_evidence_worked_by_hand():
     assert int(choose(jnp.full((4, 4), 5000, jnp.int32), frag, valid, 1e-6)) == 0
     # Every candidate on the base's best alone: no NaN, candidate 0.
     assert int(choose(used, frag, jnp.array([True, False, False, False]), 2.0)) == 0
+    # Pods bound: candidate 2's futures bind one pod fewer each. At 200 milli-GPU a pod its
+    # gain is 300 - 200 = 100 on every future, still above any z; at 300 it is 0 (none
+    # passes at z = 1.1); without a pod value the pods do not count.
+    fewer = bound.at[2].add(-1)
+    assert int(choose(used, frag, valid, 1.1, fewer, 200.0)) == 2
+    assert int(choose(used, frag, valid, 1.1, fewer, 300.0)) == 0
+    assert int(choose(used, frag, valid, 1.1, fewer)) == 2
+    # Equal GPUs, one more pod bound on candidate 1 in three futures of four (mean 750 at
+    # 1000 a pod, sd 500, standard error 250): it passes at z = 2.9, not at z = 3.1.
+    more = bound.at[1].add(jnp.array([1, 1, 0, 1]))
+    same = jnp.full((4, 4), 5000, jnp.int32)
+    assert int(choose(same, frag, valid, 2.9, more, 1000.0)) == 1
+    assert int(choose(same, frag, valid, 3.1, more, 1000.0)) == 0
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -198,6 +224,9 @@ def test_the_choice_by_evidence_worked_by_hand():
     ({"confidence": 11}, "confidence=11 is invalid: allowed a number in [0, 10]"),
     ({"confidence": 2.0, "futures": 1}, "confidence=2.0 needs futures >= 2"),
     ({"confidence": 2.0, "pods_first": True}, "confidence=2.0 and pods_first are two different"),
+    ({"confidence": 2.0, "pod_value": -1}, "pod_value=-1 is invalid: allowed a number in [0, 100000]"),
+    ({"confidence": 2.0, "pod_value": 2e5}, "pod_value=200000.0 is invalid: allowed a number in"),
+    ({"pod_value": 500}, "pod_value=500.0 counts in the choice by evidence only"),
 ])
 def test_the_evidence_settings_are_checked(kwargs, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
@@ -302,22 +331,26 @@ def test_command_replays_a_planner_beside_its_base_and_checks_its_settings_first
     real = lookahead.planner
 
     def spy(*args, **kwargs):
-        seen.append((kwargs.get("pods_first"), kwargs.get("rollouts"), kwargs.get("confidence")))
+        seen.append((kwargs.get("pods_first"), kwargs.get("rollouts"), kwargs.get("confidence"),
+                     kwargs.get("pod_value")))
         return real(*args, **kwargs)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(lookahead, "planner", spy)
         result = openb_main(argv + ["--policies", "fgd,plan:fgd", "--plan-candidates", "2",
                                     "--plan-futures", "2", "--plan-horizon", "3",
                                     "--plan-pods-first"])
-        assert seen == [(True, None, 0.0)]
+        assert seen == [(True, None, 0.0, 0.0)]
         split = openb_main(argv + ["--policies", "plan:best_fit", "--plan-candidates", "2",
                                    "--plan-futures", "2", "--plan-horizon", "3",
-                                   "--plan-rollouts", "fgd", "--plan-confidence", "1.5"])
-        assert seen[1] == (False, policies.fgd, 1.5)
+                                   "--plan-rollouts", "fgd", "--plan-confidence", "1.5",
+                                   "--plan-pod-value", "250"])
+        assert seen[1] == (False, policies.fgd, 1.5, 250.0)
     # The planner's settings are recorded beside its rows; a grid without a planner has none.
     assert result["plan"] == {"candidates": 2, "futures": 2, "horizon": 3, "start": 0.0,
-                              "pods_first": True, "rollouts": None, "confidence": 0.0}
-    assert (split["plan"]["rollouts"], split["plan"]["confidence"]) == ("fgd", 1.5)
+                              "pods_first": True, "rollouts": None, "confidence": 0.0,
+                              "pod_value": 0.0}
+    assert (split["plan"]["rollouts"], split["plan"]["confidence"],
+            split["plan"]["pod_value"]) == ("fgd", 1.5, 250.0)
     assert "plan" not in openb_main(argv + ["--policies", "fgd"])
     rows = result["policies"]
     assert list(rows) == ["fgd", "plan:fgd"]
@@ -327,6 +360,8 @@ def test_command_replays_a_planner_beside_its_base_and_checks_its_settings_first
                          (["--policies", "plan:fgd", "--plan-start", "11"], "start=11.0 is invalid"),
                          (["--policies", "plan:fgd", "--plan-confidence", "1", "--plan-futures", "1"],
                           "confidence=1.0 needs futures >= 2"),
+                         (["--policies", "plan:fgd", "--plan-pod-value", "100"],
+                          "pod_value=100.0 counts in the choice by evidence only"),
                          (["--policies", "plan:fgd", "--plan-rollouts", "plan:fgd"],
                           "--plan-rollouts 'plan:fgd': allowed a published policy"),
                          (["--policies", "plan:fgd", "--plan-rollouts", "tetris"],

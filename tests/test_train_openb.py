@@ -345,6 +345,12 @@ def test_a_comma_joined_trace_trains_one_bank_of_each_trace(trace_files, tmp_pat
      "--plan-confidence=1.0 is invalid: allowed 0 with --plan-pods-first or --plan-futures 1"),
     (["--env", "openb", "--teacher", "plan_fgd", "--plan-confidence", "1", "--plan-pods-first"],
      "--plan-confidence=1.0 is invalid: allowed 0 with --plan-pods-first"),
+    (["--env", "openb", "--teacher", "fgd", "--plan-pod-value", "500"],
+     "--plan-pod-value=500.0 is invalid: allowed 0.0 unless the teacher plans"),
+    (["--env", "openb", "--teacher", "plan_fgd", "--plan-pod-value", "500"],
+     "--plan-pod-value=500.0 is invalid: allowed 0 unless the teacher chooses by evidence"),
+    (["--env", "openb", "--teacher", "plan_fgd", "--plan-confidence", "1", "--plan-pod-value", "-1"],
+     "--plan-pod-value=-1.0 is invalid: allowed"),
 ])
 def test_bad_openb_flags_fail_before_any_work(argv, message, capsys, tmp_path):
     from tests.test_train import refused
@@ -472,23 +478,26 @@ def test_the_lookahead_teacher_labels_a_state_with_the_planners_node(trace_files
     real = lookahead.planner
 
     def spy(*args, **kwargs):
-        seen.append((kwargs.get("pods_first"), kwargs.get("rollouts"), kwargs.get("confidence")))
+        seen.append((kwargs.get("pods_first"), kwargs.get("rollouts"), kwargs.get("confidence"),
+                     kwargs.get("pod_value")))
         return real(*args, **kwargs)
     first = ImitateConfig.from_args(tiny(trace_files, 5) + ["--teacher", "plan_fgd",
                                                             "--plan-pods-first"] + settings)
     assert first.to_dict()["plan_pods_first"] is True
     assert ImitateConfig.from_dict(first.to_dict()) == first
-    # --plan-rollouts and --plan-confidence: the planner's `rollouts` and `confidence`.
+    # --plan-rollouts, --plan-confidence and --plan-pod-value: the planner's `rollouts`,
+    # `confidence` and `pod_value`.
     split = ImitateConfig.from_args(tiny(trace_files, 5) + [
-        "--teacher", "plan:best_fit", "--plan-rollouts", "fgd", "--plan-confidence", "1.5"]
-        + settings)
-    assert (split.to_dict()["plan_rollouts"], split.to_dict()["plan_confidence"]) == ("fgd", 1.5)
+        "--teacher", "plan:best_fit", "--plan-rollouts", "fgd", "--plan-confidence", "1.5",
+        "--plan-pod-value", "250"] + settings)
+    assert (split.to_dict()["plan_rollouts"], split.to_dict()["plan_confidence"],
+            split.to_dict()["plan_pod_value"]) == ("fgd", 1.5, 250.0)
     assert ImitateConfig.from_dict(split.to_dict()) == split
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(lookahead, "planner", spy)
         make_env(first)
         make_env(split)
-    assert seen == [(True, None, 0.0), (False, policies.fgd, 1.5)]
+    assert seen == [(True, None, 0.0, 0.0), (False, policies.fgd, 1.5, 250.0)]
 
 
 @pytest.mark.slow   # compiles the planner, trains

@@ -43,7 +43,7 @@ ADDED_LATER = {"env": "synthetic", "teacher": "optimal", "distill_temp": 0.0,
                "critic_warmup": 0, "online": False, "plan_candidates": None,
                "plan_futures": None, "plan_horizon": None, "plan_costs": False,
                "plan_pods_first": False, "plan_rollouts": None, "plan_confidence": 0.0,
-               "keep_checkpoints": 3, "spread_starts": False}
+               "plan_pod_value": 0.0, "keep_checkpoints": 3, "spread_starts": False}
 for _env in ENVS:
     ADDED_LATER.update(registry.registration(_env).defaults)
 # Fields stored under "env" in config.json (the layout every saved run has): the name and
@@ -442,6 +442,11 @@ class ImitateConfig(TrainConfig):
         "whose gain over it, paired future by future, is above z standard errors; 0: the "
         "lexicographic choice (python -m vte.openb's --plan-confidence)", low=0.0, high=10.0,
         group="algorithm")
+    plan_pod_value: float = flag(
+        0.0, "a planning teacher choosing by evidence: milli-GPU each pod bound at the horizon "
+        "is worth beside the GPUs in the gain (CPU-only pods too); 0: pods count through "
+        "their GPUs only (python -m vte.openb's --plan-pod-value)", low=0.0, high=1e5,
+        group="algorithm")
     plan_costs: bool = flag(
         False, "a planning teacher also gives each candidate node its regret: how far its "
         "futures end below the best candidate's in GPUs allocated less GPUs fragmented (mean "
@@ -480,7 +485,8 @@ class ImitateConfig(TrainConfig):
         if self.plan_pods_first and settings is None:
             raise invalid("plan_pods_first", True, "False unless the teacher plans (--env "
                           "openb --teacher plan_fgd or plan:<base>)", depends=("teacher",))
-        for name, unset in (("plan_rollouts", None), ("plan_confidence", 0.0)):
+        for name, unset in (("plan_rollouts", None), ("plan_confidence", 0.0),
+                            ("plan_pod_value", 0.0)):
             if getattr(self, name) != unset and settings is None:
                 raise invalid(name, getattr(self, name), f"{unset} unless the teacher plans "
                               "(--env openb --teacher plan_fgd or plan:<base>)",
@@ -494,6 +500,10 @@ class ImitateConfig(TrainConfig):
                               "or --plan-futures 1 (the evidence needs a standard deviation "
                               "over two futures at least)",
                               depends=("plan_pods_first", "plan_futures")) from None
+            if self.plan_pod_value > 0 and self.plan_confidence == 0:
+                raise invalid("plan_pod_value", self.plan_pod_value, "0 unless the teacher "
+                              "chooses by evidence (--plan-confidence above 0)",
+                              depends=("plan_confidence",))
         if self.plan_costs and settings is None:
             raise invalid("plan_costs", True, "False unless the teacher plans (--env openb "
                           "--teacher plan_fgd or plan:<base>)", depends=("teacher",))

@@ -219,6 +219,10 @@ def main(argv: list[str] | None = None) -> dict:
                         help="plan:<base>: z > 0 leaves the base's best node only for a "
                              "candidate whose gain over it, paired future by future, is above z "
                              "standard errors (default 0: the lexicographic choice)")
+    parser.add_argument("--plan-pod-value", type=float, default=0.0,
+                        help="plan:<base> with --plan-confidence: milli-GPU each pod bound at "
+                             "the horizon is worth beside the GPUs in the gain (CPU-only pods "
+                             "too; default 0: pods count through their GPUs only)")
     parser.add_argument("--bound", action="store_true", help="also the upper bound on GPU "
                         "allocation (`vte.openb.bound`, an LP per seed; needs scipy) and each "
                         "policy's share of the gap between Random or FGD and it; with --power "
@@ -241,7 +245,8 @@ def main(argv: list[str] | None = None) -> dict:
     policies = _policies(args.policies)
     plan_settings = lookahead.check_settings(args.plan_candidates, args.plan_futures,
                                              args.plan_horizon, args.plan_start)
-    lookahead.check_confidence(args.plan_confidence, plan_settings[1], args.plan_pods_first)
+    z = lookahead.check_confidence(args.plan_confidence, plan_settings[1], args.plan_pods_first)
+    lookahead.check_pod_value(args.plan_pod_value, z)
     try:
         rollouts_known = args.plan_rollouts is None or _known(args.plan_rollouts)
     except ValueError as err:
@@ -273,7 +278,7 @@ def main(argv: list[str] | None = None) -> dict:
             return lookahead.planner(
                 policy(name[len(PLAN):]), *plan_settings, pods_first=args.plan_pods_first,
                 rollouts=None if args.plan_rollouts is None else policy(args.plan_rollouts),
-                confidence=args.plan_confidence)
+                confidence=args.plan_confidence, pod_value=args.plan_pod_value)
         within = _within(name)
         if within is not None:
             margin, switch_at, late_margin, base, fill = within
@@ -296,7 +301,7 @@ def main(argv: list[str] | None = None) -> dict:
     planned = {"candidates": plan_settings[0], "futures": plan_settings[1],
                "horizon": plan_settings[2], "start": plan_settings[3],
                "pods_first": args.plan_pods_first, "rollouts": args.plan_rollouts,
-               "confidence": args.plan_confidence}
+               "confidence": args.plan_confidence, "pod_value": args.plan_pod_value}
 
     def write(trace: str, result: dict) -> None:
         """A trace's table and files, as soon as it is done."""

@@ -131,13 +131,14 @@ DEFAULTS = {"candidates": 4, "futures": 8, "horizon": 8, "start": 0.0}   # `plan
 def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
             futures: int = DEFAULTS["futures"], horizon: int = DEFAULTS["horizon"],
             start: float = DEFAULTS["start"], pods_first: bool = False,
-            rollouts: Policy | None = None, confidence: float = 0.0) -> Policy:
+            rollouts: Policy | None = None, confidence: float = 0.0,
+            pod_value: float = 0.0) -> Policy:
     """`base` with lookahead, as a policy of the replay: `(key, state, pod, feasible, spec)
     -> (scores, shared_gpu)`, the first two outputs of `planner_regrets`, whose arguments
     these are (the same choices, one definition).
     """
     plan = planner_regrets(base, candidates, futures, horizon, start, pods_first, rollouts,
-                           confidence)
+                           confidence, pod_value)
 
     def policy(key: jax.Array, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
         scores, shared_gpu, _ = plan(key, state, pod, feasible, spec)
@@ -150,7 +151,8 @@ def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
 def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
                     futures: int = DEFAULTS["futures"], horizon: int = DEFAULTS["horizon"],
                     start: float = DEFAULTS["start"], pods_first: bool = False,
-                    rollouts: Policy | None = None, confidence: float = 0.0):
+                    rollouts: Policy | None = None, confidence: float = 0.0,
+                    pod_value: float = 0.0):
     """The planner with what it saw: `(key, state, pod, feasible, spec) -> (scores,
     shared_gpu, regret)`, `planner`'s policy plus each candidate's regret, a distillation
     target richer than the choice alone.
@@ -170,13 +172,18 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
     allocated less GPUs fragmented at the horizon, paired future by future, has a mean above
     z standard errors (the futures' sample standard deviation / sqrt(futures)); of those the
     largest mean gain wins (ties: the base's order); none: the base's best. It needs
-    futures >= 2 and excludes `pods_first`.
+    futures >= 2 and excludes `pods_first`;
+    pod_value: milli-GPU each pod bound at the horizon is worth beside the GPUs, in [0, 1e5]
+    (0: pods count only through their GPUs): the gain of the choice by evidence and the
+    regret add pod_value x the pods bound (CPU-only ones too, which allocate no GPU), so a
+    future pod that fails costs its GPUs and pod_value. Above 0 it needs confidence > 0.
     scores: (N,) int32, `candidates` + 1 on the planner's choice, `candidates` - i on the
     base policy's i-th best node otherwise, 0 on every other node; shared_gpu: the base
     policy's (a shared pod takes the GPU the base would give it); regret: (N,) float32 >= 0
     in GPUs, on each candidate how far its futures end below the best candidate's in GPUs
     allocated less GPUs fragmented (`State.frag` summed; both at the horizon, the mean over
-    the futures): a GPU left fragmented counts as one not allocated. It ranks with the
+    the futures), plus pod_value / 1000 per pod bound: a GPU left fragmented counts as one
+    not allocated. It ranks with the
     choice's two criteria at once, where the choice is lexicographic (OPENB.md section 12;
     the pods bound of `pods_first` are not in it); +inf on every other node. A pod that is
     not planned (before `start`, fewer than two candidates) has regret 0 on the base's
@@ -186,6 +193,7 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
     if not isinstance(pods_first, bool):
         raise ValueError(f"pods_first={pods_first!r} is invalid: allowed True or False")
     z = check_confidence(confidence, m, pods_first)
+    w = check_pod_value(pod_value, z)
     from vte.openb.simulator import pod_step     # the replay imports the policies' module
 
     roller = base if rollouts is None else rollouts
@@ -269,7 +277,7 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
             low = jnp.iinfo(jnp.int32).min
             used = jnp.where(valid, used, low)
             if z > 0:
-                chosen = _by_evidence(per_used, per_frag, valid, z)
+                chosen = _by_evidence(per_used, per_frag, per_bound, valid, z, w)
             else:
                 # Lexicographic: most allocated, (pods_first: most pods bound,) then least
                 # fragmentation, then the base's order.
@@ -280,13 +288,16 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
                 best = best_used & (frag == jnp.min(jnp.where(best_used, frag, jnp.inf)))
                 chosen = jnp.argmax(best)                                     # first in base order
             plan_order = jnp.where(jnp.arange(k) == chosen, k + 1, k - jnp.arange(k))
-            # The regret's value: GPUs allocated less GPUs fragmented at the horizon, the
-            # mean over the futures. The used sums are whole milli-GPU, at most MAX_FUTURES x
+            # The regret's value: GPUs allocated less GPUs fragmented (plus w per pod bound)
+            # at the horizon, the mean over the futures. The used sums are whole milli-GPU, at most MAX_FUTURES x
             # the cluster's GPU milli: their differences exact in int32 (masked first: no
             # wrap-around), then float32.
             used_gap = jnp.where(valid, jnp.max(used) - used, 0).astype(jnp.float32)
             frag_gap = jnp.where(valid, frag - jnp.min(jnp.where(valid, frag, jnp.inf)), 0.0)
             gap = used_gap + frag_gap
+            if w > 0:        # pod counts: small integers, exact in float32
+                most = jnp.max(jnp.where(valid, bound, low))
+                gap = gap + w * jnp.where(valid, most - bound, 0).astype(jnp.float32)
             regret = jnp.where(valid, (gap - jnp.min(jnp.where(valid, gap, jnp.inf)))
                                / (1000.0 * m), jnp.inf)
             return (jnp.max(jnp.where(is_candidate, plan_order[None], 0), axis=1).astype(jnp.int32),
@@ -321,12 +332,29 @@ def check_confidence(confidence, futures: int, pods_first: bool) -> float:
     return z
 
 
-def _by_evidence(used: jax.Array, frag: jax.Array, valid: jax.Array, z: float) -> jax.Array:
+def check_pod_value(pod_value, z: float) -> float:
+    """The milli-GPU a pod bound is worth in the choice by evidence (`planner_regrets`),
+    checked: a number in [0, 1e5]; above 0 it needs the choice by evidence (z > 0)."""
+    if isinstance(pod_value, bool) or not 0.0 <= float(pod_value) <= 1e5:
+        raise ValueError(f"pod_value={pod_value!r} is invalid: allowed a number in [0, 100000] "
+                         "(milli-GPU per pod bound; 0: pods count through their GPUs only)")
+    if float(pod_value) > 0 and z == 0:
+        raise ValueError(f"pod_value={float(pod_value)} counts in the choice by evidence only: "
+                         "give a confidence above 0 too")
+    return float(pod_value)
+
+
+def _by_evidence(used: jax.Array, frag: jax.Array, bound: jax.Array, valid: jax.Array, z: float,
+                 pod_value: float = 0.0) -> jax.Array:
     """The candidate (index into the base's order) chosen by evidence: `used`, `frag` (k, M)
-    milli-GPU per candidate and future; the largest mean paired gain over candidate 0 among
-    the valid ones whose gain is above z standard errors, else 0 (`planner_regrets`)."""
+    milli-GPU and `bound` (k, M) pods bound, per candidate and future; the largest mean
+    paired gain over candidate 0 (GPUs allocated less GPUs fragmented plus `pod_value` per
+    pod bound) among the valid ones whose gain is above z standard errors, else 0
+    (`planner_regrets`)."""
     m = used.shape[1]
     value = (used - used[:1]).astype(jnp.float32) - (frag - frag[:1]).astype(jnp.float32)
+    if pod_value > 0:
+        value = value + pod_value * (bound - bound[:1]).astype(jnp.float32)
     mean = jnp.mean(value, axis=1)
     sd = jnp.sqrt(jnp.sum((value - mean[:, None]) ** 2, axis=1) / (m - 1))
     passes = valid & (jnp.arange(used.shape[0]) > 0) & (mean > 0) & (mean > z * sd / jnp.sqrt(m))
@@ -336,4 +364,4 @@ def _by_evidence(used: jax.Array, frag: jax.Array, valid: jax.Array, z: float) -
 
 __all__ = ["planner", "planner_regrets", "DEFAULTS", "check_settings", "sample_futures",
            "sample_shapes", "shape_pods", "shape_tables", "node_column", "top_nodes",
-           "check_confidence", "MAX_FUTURES"]
+           "check_confidence", "check_pod_value", "MAX_FUTURES"]

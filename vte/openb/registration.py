@@ -258,8 +258,8 @@ def teacher_action(name: str, config):
     over FGD or over `base`, a published policy or an OpenB run directory, whose network is
     loaded once and held fixed (expert iteration: the planner over the last round's
     network labels the next round); `config.plan_pods_first` is its `pods_first`,
-    `config.plan_rollouts` its `rollouts` (a published policy or a run directory, as `base`)
-    and `config.plan_confidence` its `confidence`. With
+    `config.plan_rollouts` its `rollouts` (a published policy or a run directory, as `base`),
+    `config.plan_confidence` its `confidence` and `config.plan_pod_value` its `pod_value`. With
     `config.plan_costs` the teacher gives `(action, cost)`, every action's cost its regret
     in GPUs (`env.regret_action`, marked `gives_costs`), for the trainer's distillation.
     ValueError when `base` is neither (a run directory may be `DIR@STEP`, one checkpoint)."""
@@ -281,7 +281,8 @@ def teacher_action(name: str, config):
     rollouts = getattr(config, "plan_rollouts", None)
     settings = {**_plan_settings(config), "pods_first": getattr(config, "plan_pods_first", False),
                 "rollouts": None if rollouts is None else resolve(rollouts),
-                "confidence": getattr(config, "plan_confidence", 0.0)}
+                "confidence": getattr(config, "plan_confidence", 0.0),
+                "pod_value": getattr(config, "plan_pod_value", 0.0)}
     if getattr(config, "plan_costs", False):
         return oenv.regret_action(planner_regrets(policy, **settings))
     return oenv.policy_action(planner(policy, **settings))
