@@ -498,3 +498,29 @@ def test_plan_labels_times_the_trainers_own_teacher_on_a_warm_batch(tmp_path, ca
         with pytest.raises(SystemExit):
             plan_labels.main(bad)
     assert "--teachers='nope' is invalid" in capsys.readouterr().err
+
+
+def test_failed_pods_breaks_the_replays_failures_down_by_kind(tmp_path, capsys):
+    from benchmarks import failed_pods
+    from tests.test_openb import small_trace
+    from vte.openb.__main__ import main as openb_main
+    nodes, pods = small_trace(tmp_path, pods=200)       # 200 pods on 12 nodes: some fail
+    common = ["--nodes", nodes.path, "--pods", pods.path, "--seeds", "2", "--first-seed", "5"]
+    out = tmp_path / "failed.json"
+    result = failed_pods.main(common + ["--policies", "fgd,random", "--json", str(out)])
+    grid = openb_main(common + ["--policies", "fgd,random", "--no-progress", "--cache", "none"])
+    for name, row in result["policies"].items():
+        # The same replays as python -m vte.openb: the same failed pods per seed.
+        assert row["all"]["failed"] == pytest.approx(grid["policies"][name]["failed_pods"]["mean"])
+        assert row["all"]["failed"] > 0
+        # CPU-only, shared and whole-GPU pods are every pod; a model's pods are among them.
+        for field in ("failed", "submitted"):
+            assert sum(row[k][field] for k in ("cpu_only", "shared", "whole")) == row["all"][field]
+            assert row["gpu_model"][field] <= row["all"][field] - row["cpu_only"][field]
+        assert len(row["first_failure_at"]) == 2
+        assert all(x is None or 0 <= x <= 130 for x in row["first_failure_at"])
+    assert json.loads(out.read_text()) == result
+    assert "failed pods per seed" in capsys.readouterr().out
+    for bad in (["--seeds", "0"], ["--policies", "tetris"], ["--policies", ","]):
+        with pytest.raises(SystemExit):
+            failed_pods.main(common + bad)

@@ -1,0 +1,109 @@
+"""Which pods fail: the failed pods of an OpenB replay broken down by what they ask for.
+
+    python benchmarks/failed_pods.py --pods cpu250 --policies fgd,train/results/openb_distilled_evidence
+    python benchmarks/failed_pods.py --pods gpuspec25 --policies fgd,RUN_DIR --seeds 4 --first-seed 100
+
+`python -m vte.openb` counts the failed pods of each policy; this script says which ones:
+per policy, the mean per seed of the pods that failed among the CPU-only pods, the shared
+ones (one GPU, a fraction of it), the whole-GPU ones (one GPU or more, each whole), and
+across those, the pods asking for a GPU model (`gpu_spec`), with how many were submitted
+of each kind, and the arrived GPU demand (% of the cluster's GPUs) at each seed's first
+failure. Every seed is replayed as `python -m vte.openb` replays it (the same workloads,
+tie-break ranks and keys), so the totals equal its `failed_pods`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from vte.openb import cluster, simulator, workload  # noqa: E402
+from vte.openb.experiment import PUBLISHED_TUNE  # noqa: E402
+from vte.openb.power import policy_by_name  # noqa: E402
+from vte.openb.registration import learned_policy  # noqa: E402
+from vte.openb.trace import load_nodes, load_pods  # noqa: E402
+
+KINDS = ("cpu_only", "shared", "whole", "gpu_model")
+
+
+def kinds_of(pods) -> dict[str, np.ndarray]:
+    """(S, T) bool masks of each kind of `KINDS` over (S, T) pods (`cluster.Pod`); a pod
+    asking for a GPU model is also counted as shared or whole."""
+    num_gpus, milli = np.asarray(pods.num_gpus), np.asarray(pods.gpu_milli)
+    return {"cpu_only": num_gpus == 0, "shared": (num_gpus == 1) & (milli < 1000),
+            "whole": (num_gpus >= 1) & (milli == 1000), "gpu_model": np.asarray(pods.model_mask) != 0}
+
+
+def breakdown(log: simulator.Log, pods, total_gpu_milli: int) -> dict:
+    """Per kind the failed and submitted pods, means per seed, and per seed the arrived GPU
+    demand (% of the cluster's GPUs) at the first failure (None: nothing failed)."""
+    failed = log.valid & ~log.placed
+    seeds = failed.shape[0]
+    out = {kind: {"failed": float((failed & mask).sum() / seeds),
+                  "submitted": float((log.valid & mask).sum() / seeds)}
+           for kind, mask in kinds_of(pods).items()}
+    out["all"] = {"failed": float(failed.sum() / seeds), "submitted": float(log.valid.sum() / seeds)}
+    arrived = log.arrived / total_gpu_milli * 100
+    out["first_failure_at"] = [round(float(arrived[s][failed[s]].min()), 2) if failed[s].any()
+                               else None for s in range(seeds)]
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pods", default="default", help="a bundled trace name or a pod file")
+    parser.add_argument("--nodes", default="gpu", help="a bundled node file name or a node file")
+    parser.add_argument("--policies", default="fgd", help="comma-separated published policies "
+                        "or OpenB run directories")
+    parser.add_argument("--seeds", type=int, default=4, help="workloads replayed")
+    parser.add_argument("--first-seed", type=int, default=42, help="the first workload's seed")
+    parser.add_argument("--json", default=None, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    if not 1 <= args.seeds <= 256:
+        parser.error(f"--seeds={args.seeds} is invalid: allowed an integer in [1, 256]")
+    if not 0 <= args.first_seed <= 2**32 - 1 - args.seeds:
+        parser.error(f"--first-seed={args.first_seed} is invalid: allowed an integer in "
+                     f"[0, 2**32 - 1 - seeds]")
+    names = [n for n in args.policies.split(",") if n]
+    if not names:
+        parser.error(f"--policies={args.policies!r} is invalid: allowed one name at least")
+    nodes = load_nodes(args.nodes)
+    pod_table = load_pods(args.pods, nodes)
+    models = max(len(nodes.models), 1)
+    chosen = {}
+    for name in names:                     # every name checked before any replay
+        try:
+            chosen[name] = (learned_policy(name, models) if Path(name).is_dir()
+                            else policy_by_name(name, nodes.models))
+        except ValueError as err:
+            parser.error(f"--policies: {err}")
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    spec = cluster.make_spec(nodes, workload.typical_pods(pod_table))
+    works = [workload.build_workload(pod_table, nodes, s, PUBLISHED_TUNE) for s in seeds]
+    pods = workload.pod_arrays(pod_table, works)
+    ranks = np.stack([w.rank for w in works])
+    keys = jax.vmap(jax.random.PRNGKey)(np.asarray(seeds, np.uint32))
+    result = {"pods": args.pods, "seeds": seeds, "policies": {}}
+    print(f"{args.pods}, seeds {seeds[0]}..{seeds[-1]}: failed pods per seed (of submitted)")
+    for name, policy in chosen.items():
+        log = simulator.replay(policy, spec, pods, ranks, keys)
+        row = result["policies"][name] = breakdown(log, pods, int(spec.total_gpu_milli))
+        cells = ", ".join(f"{k} {row[k]['failed']:.1f} of {row[k]['submitted']:.0f}"
+                          for k in KINDS + ("all",))
+        first = [x for x in row["first_failure_at"] if x is not None]
+        print(f"  {name}: {cells}; first failure at {min(first) if first else '-'}.."
+              f"{max(first) if first else '-'} % arrived")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()
