@@ -2,6 +2,7 @@
 
     python benchmarks/failed_pods.py --pods cpu250 --policies fgd,train/results/openb_distilled_evidence
     python benchmarks/failed_pods.py --pods gpuspec25 --policies fgd,RUN_DIR --seeds 4 --first-seed 100
+    python benchmarks/failed_pods.py --pods cpu250 --policies RUN_DIR --cpu-pods-by fgd
 
 `python -m vte.openb` counts the failed pods of each policy; this script says which ones:
 per policy, the mean per seed of the pods that failed among the CPU-only pods, the shared
@@ -10,6 +11,11 @@ across those, the pods asking for a GPU model (`gpu_spec`), with how many were s
 of each kind, and the arrived GPU demand (% of the cluster's GPUs) at each seed's first
 failure. Every seed is replayed as `python -m vte.openb` replays it (the same workloads,
 tie-break ranks and keys), so the totals equal its `failed_pods`.
+
+`--cpu-pods-by P` adds, for each policy, a row where P places the CPU-only pods and the
+policy the others (`cpu_pods_by`): how much of a policy's failures, and of its GPU
+allocation (its GRAR at the end, the replay's own binning), come from where it puts the
+pods that ask for no GPU.
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vte.openb import cluster, simulator, workload  # noqa: E402
+from vte.openb.policies import Policy  # noqa: E402
 from vte.openb.experiment import PUBLISHED_TUNE  # noqa: E402
 from vte.openb.power import policy_by_name  # noqa: E402
 from vte.openb.registration import learned_policy  # noqa: E402
@@ -39,6 +47,19 @@ def kinds_of(pods) -> dict[str, np.ndarray]:
     num_gpus, milli = np.asarray(pods.num_gpus), np.asarray(pods.gpu_milli)
     return {"cpu_only": num_gpus == 0, "shared": (num_gpus == 1) & (milli < 1000),
             "whole": (num_gpus >= 1) & (milli == 1000), "gpu_model": np.asarray(pods.model_mask) != 0}
+
+
+def cpu_pods_by(cpu_policy: Policy, policy: Policy) -> Policy:
+    """A replay policy: `cpu_policy`'s node for a CPU-only pod, `policy`'s (and its GPU)
+    for any other. Each policy's node is chosen as the replay chooses (`cluster.select`);
+    the mix scores that node 1 and every other 0, so the two policies' score scales never
+    meet."""
+    def mixed(key, state, pod, feasible, spec):
+        cpu_node = cluster.select(cpu_policy(key, state, pod, feasible, spec)[0], feasible, state.rank)
+        scores, gpu = policy(key, state, pod, feasible, spec)
+        node = jnp.where(pod.num_gpus == 0, cpu_node, cluster.select(scores, feasible, state.rank))
+        return (jnp.arange(feasible.shape[0]) == node).astype(jnp.int32), gpu
+    return mixed
 
 
 def breakdown(log: simulator.Log, pods, total_gpu_milli: int) -> dict:
@@ -64,6 +85,8 @@ def main(argv: list[str] | None = None) -> dict:
                         "or OpenB run directories")
     parser.add_argument("--seeds", type=int, default=4, help="workloads replayed")
     parser.add_argument("--first-seed", type=int, default=42, help="the first workload's seed")
+    parser.add_argument("--cpu-pods-by", default=None, metavar="P", help="also each policy "
+                        "with P (a published policy or run directory) placing its CPU-only pods")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
     if not 1 <= args.seeds <= 256:
@@ -77,13 +100,18 @@ def main(argv: list[str] | None = None) -> dict:
     nodes = load_nodes(args.nodes)
     pod_table = load_pods(args.pods, nodes)
     models = max(len(nodes.models), 1)
-    chosen = {}
-    for name in names:                     # every name checked before any replay
+
+    def resolve(name, flag):
         try:
-            chosen[name] = (learned_policy(name, models) if Path(name).is_dir()
-                            else policy_by_name(name, nodes.models))
+            return (learned_policy(name, models) if Path(name).is_dir()
+                    else policy_by_name(name, nodes.models))
         except ValueError as err:
-            parser.error(f"--policies: {err}")
+            parser.error(f"{flag}: {err}")
+    chosen = {name: resolve(name, "--policies") for name in names}   # all checked first
+    if args.cpu_pods_by is not None:
+        cpu_policy = resolve(args.cpu_pods_by, "--cpu-pods-by")
+        chosen.update({f"{name}+cpu_pods_by:{args.cpu_pods_by}": cpu_pods_by(cpu_policy, policy)
+                       for name, policy in list(chosen.items())})
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     spec = cluster.make_spec(nodes, workload.typical_pods(pod_table))
     works = [workload.build_workload(pod_table, nodes, s, PUBLISHED_TUNE) for s in seeds]
@@ -95,11 +123,15 @@ def main(argv: list[str] | None = None) -> dict:
     for name, policy in chosen.items():
         log = simulator.replay(policy, spec, pods, ranks, keys)
         row = result["policies"][name] = breakdown(log, pods, int(spec.total_gpu_milli))
+        end = int(round(100 * PUBLISHED_TUNE))
+        grar = simulator.curves(log, int(nodes.num_gpus.sum()), end)["alloc"][:, end]
+        row["alloc_at_end"] = [float(x) for x in grar]
         cells = ", ".join(f"{k} {row[k]['failed']:.1f} of {row[k]['submitted']:.0f}"
                           for k in KINDS + ("all",))
         first = [x for x in row["first_failure_at"] if x is not None]
         print(f"  {name}: {cells}; first failure at {min(first) if first else '-'}.."
-              f"{max(first) if first else '-'} % arrived")
+              f"{max(first) if first else '-'} % arrived; GRAR at the end "
+              f"{np.mean(row['alloc_at_end']):.2f} %")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return result

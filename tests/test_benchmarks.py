@@ -521,6 +521,17 @@ def test_failed_pods_breaks_the_replays_failures_down_by_kind(tmp_path, capsys):
         assert all(x is None or 0 <= x <= 130 for x in row["first_failure_at"])
     assert json.loads(out.read_text()) == result
     assert "failed pods per seed" in capsys.readouterr().out
-    for bad in (["--seeds", "0"], ["--policies", "tetris"], ["--policies", ","]):
+    # FGD placing FGD's own CPU-only pods changes nothing; under Random's other pods it
+    # places them as FGD would, and every row keeps its GRAR at the end per seed.
+    mixed = failed_pods.main(common + ["--policies", "fgd,random", "--cpu-pods-by", "fgd"])
+    rows = mixed["policies"]
+    assert list(rows) == ["fgd", "random", "fgd+cpu_pods_by:fgd", "random+cpu_pods_by:fgd"]
+    assert rows["fgd+cpu_pods_by:fgd"] == rows["fgd"]
+    assert rows["random"] == result["policies"]["random"]
+    assert rows["random+cpu_pods_by:fgd"] != rows["random"]
+    np.testing.assert_allclose(rows["fgd"]["alloc_at_end"],
+                               grid["policies"]["fgd"]["alloc_at_end"]["per_seed"])
+    for bad in (["--seeds", "0"], ["--policies", "tetris"], ["--policies", ","],
+                ["--cpu-pods-by", "tetris"]):
         with pytest.raises(SystemExit):
             failed_pods.main(common + bad)
