@@ -183,11 +183,11 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
     in GPUs, on each candidate how far its futures end below the best candidate's in GPUs
     allocated less GPUs fragmented (`State.frag` summed; both at the horizon, the mean over
     the futures), plus pod_value / 1000 per pod bound: a GPU left fragmented counts as one
-    not allocated. It ranks with the
-    choice's two criteria at once, where the choice is lexicographic (OPENB.md section 12;
-    the pods bound of `pods_first` are not in it); +inf on every other node. A pod that is
-    not planned (before `start`, fewer than two candidates) has regret 0 on the base's
-    choice only; with no feasible node, +inf everywhere.
+    not allocated. It ranks with the choice's two criteria at once, where the choice is
+    lexicographic (OPENB.md section 12; the pods bound of `pods_first` are not in it); +inf
+    on every other node. A pod that is not planned (before `start`, fewer than two
+    candidates) has regret 0 on the base's choice only; with no feasible node, +inf
+    everywhere.
     Raises ValueError on a setting outside those ranges."""
     k, m, h, start = check_settings(candidates, futures, horizon, start)
     if not isinstance(pods_first, bool):
@@ -289,9 +289,9 @@ def planner_regrets(base: Policy, candidates: int = DEFAULTS["candidates"],
                 chosen = jnp.argmax(best)                                     # first in base order
             plan_order = jnp.where(jnp.arange(k) == chosen, k + 1, k - jnp.arange(k))
             # The regret's value: GPUs allocated less GPUs fragmented (plus w per pod bound)
-            # at the horizon, the mean over the futures. The used sums are whole milli-GPU, at most MAX_FUTURES x
-            # the cluster's GPU milli: their differences exact in int32 (masked first: no
-            # wrap-around), then float32.
+            # at the horizon, the mean over the futures. The used sums are whole milli-GPU,
+            # at most MAX_FUTURES x the cluster's GPU milli: their differences exact in int32
+            # (masked first: no wrap-around), then float32.
             used_gap = jnp.where(valid, jnp.max(used) - used, 0).astype(jnp.float32)
             frag_gap = jnp.where(valid, frag - jnp.min(jnp.where(valid, frag, jnp.inf)), 0.0)
             gap = used_gap + frag_gap
