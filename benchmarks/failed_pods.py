@@ -31,6 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from vte.files import atomic_write_text, check_output_path  # noqa: E402
 from vte.openb import cluster, simulator, workload  # noqa: E402
 from vte.openb.policies import Policy  # noqa: E402
 from vte.openb.experiment import PUBLISHED_TUNE  # noqa: E402
@@ -97,8 +98,13 @@ def main(argv: list[str] | None = None) -> dict:
     names = [n for n in args.policies.split(",") if n]
     if not names:
         parser.error(f"--policies={args.policies!r} is invalid: allowed one name at least")
-    nodes = load_nodes(args.nodes)
-    pod_table = load_pods(args.pods, nodes)
+    try:
+        if args.json is not None:
+            check_output_path(args.json, "--json")
+        nodes = load_nodes(args.nodes)
+        pod_table = load_pods(args.pods, nodes)
+    except ValueError as err:
+        parser.error(str(err))
     models = max(len(nodes.models), 1)
 
     def resolve(name, flag):
@@ -133,7 +139,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{max(first) if first else '-'} % arrived; GRAR at the end "
               f"{np.mean(row['alloc_at_end']):.2f} %")
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
+        atomic_write_text(args.json, json.dumps(result, indent=1))
     return result
 
 

@@ -531,7 +531,12 @@ def test_failed_pods_breaks_the_replays_failures_down_by_kind(tmp_path, capsys):
     assert rows["random+cpu_pods_by:fgd"] != rows["random"]
     np.testing.assert_allclose(rows["fgd"]["alloc_at_end"],
                                grid["policies"]["fgd"]["alloc_at_end"]["per_seed"])
-    for bad in (["--seeds", "0"], ["--policies", "tetris"], ["--policies", ","],
-                ["--cpu-pods-by", "tetris"]):
+    for bad, message in ((["--seeds", "0"], "--seeds=0 is invalid"),
+                         (["--policies", "tetris"], "unknown policy 'tetris'"),
+                         (["--policies", ","], "--policies=',' is invalid"),
+                         (["--cpu-pods-by", "tetris"], "--cpu-pods-by: unknown policy 'tetris'"),
+                         (["--json", str(tmp_path)], "is a directory"),
+                         (["--pods", "no_such_trace"], "no_such_trace")):
         with pytest.raises(SystemExit):
             failed_pods.main(common + bad)
+        assert message in capsys.readouterr().err, bad
