@@ -1,7 +1,7 @@
 """Which pods fail: the failed pods of an OpenB replay broken down by what they ask for.
 
     python benchmarks/failed_pods.py --pods cpu250 --policies fgd,train/results/openb_distilled_evidence
-    python benchmarks/failed_pods.py --pods gpuspec25 --policies fgd,RUN_DIR --seeds 4 --first-seed 100
+    python benchmarks/failed_pods.py --pods gpuspec25 --policies fgd,RUN_DIR@16 --seeds 4 --first-seed 100
     python benchmarks/failed_pods.py --pods cpu250 --policies RUN_DIR --cpu-pods-by fgd
 
 `python -m vte.openb` counts the failed pods of each policy; this script says which ones:
@@ -31,6 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from vte.checkpoint import is_run_path  # noqa: E402
 from vte.files import atomic_write_text, check_output_path  # noqa: E402
 from vte.openb import cluster, simulator, workload  # noqa: E402
 from vte.openb.policies import Policy  # noqa: E402
@@ -45,9 +46,9 @@ KINDS = ("cpu_only", "shared", "whole", "gpu_model")
 def kinds_of(pods) -> dict[str, np.ndarray]:
     """(S, T) bool masks of each kind of `KINDS` over (S, T) pods (`cluster.Pod`); a pod
     asking for a GPU model is also counted as shared or whole."""
-    num_gpus, milli = np.asarray(pods.num_gpus), np.asarray(pods.gpu_milli)
-    return {"cpu_only": num_gpus == 0, "shared": (num_gpus == 1) & (milli < 1000),
-            "whole": (num_gpus >= 1) & (milli == 1000), "gpu_model": np.asarray(pods.model_mask) != 0}
+    num_gpus, shared = np.asarray(pods.num_gpus), np.asarray(cluster.is_shared(pods))
+    return {"cpu_only": num_gpus == 0, "shared": shared, "whole": (num_gpus >= 1) & ~shared,
+            "gpu_model": np.asarray(pods.model_mask) != 0}
 
 
 def cpu_pods_by(cpu_policy: Policy, policy: Policy) -> Policy:
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--pods", default="default", help="a bundled trace name or a pod file")
     parser.add_argument("--nodes", default="gpu", help="a bundled node file name or a node file")
     parser.add_argument("--policies", default="fgd", help="comma-separated published policies "
-                        "or OpenB run directories")
+                        "or OpenB run directories (DIR@STEP: one checkpoint)")
     parser.add_argument("--seeds", type=int, default=4, help="workloads replayed")
     parser.add_argument("--first-seed", type=int, default=42, help="the first workload's seed")
     parser.add_argument("--cpu-pods-by", default=None, metavar="P", help="also each policy "
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     def resolve(name, flag):
         try:
-            return (learned_policy(name, models) if Path(name).is_dir()
+            return (learned_policy(name, models) if is_run_path(name)
                     else policy_by_name(name, nodes.models))
         except ValueError as err:
             parser.error(f"{flag}: {err}")
@@ -124,13 +125,13 @@ def main(argv: list[str] | None = None) -> dict:
     pods = workload.pod_arrays(pod_table, works)
     ranks = np.stack([w.rank for w in works])
     keys = jax.vmap(jax.random.PRNGKey)(np.asarray(seeds, np.uint32))
+    end, total_gpus = int(round(100 * PUBLISHED_TUNE)), int(nodes.num_gpus.sum())
     result = {"pods": args.pods, "seeds": seeds, "policies": {}}
     print(f"{args.pods}, seeds {seeds[0]}..{seeds[-1]}: failed pods per seed (of submitted)")
     for name, policy in chosen.items():
         log = simulator.replay(policy, spec, pods, ranks, keys)
-        row = result["policies"][name] = breakdown(log, pods, int(spec.total_gpu_milli))
-        end = int(round(100 * PUBLISHED_TUNE))
-        grar = simulator.curves(log, int(nodes.num_gpus.sum()), end)["alloc"][:, end]
+        row = result["policies"][name] = breakdown(log, pods, 1000 * total_gpus)
+        grar = simulator.curves(log, total_gpus, end)["alloc"][:, end]
         row["alloc_at_end"] = [float(x) for x in grar]
         cells = ", ".join(f"{k} {row[k]['failed']:.1f} of {row[k]['submitted']:.0f}"
                           for k in KINDS + ("all",))

@@ -492,7 +492,7 @@ class ImitateConfig(TrainConfig):
                               "(--env openb --teacher plan_fgd or plan:<base>)",
                               depends=("teacher",))
         if settings is not None:
-            from vte.openb.lookahead import check_confidence    # the planner's own rule
+            from vte.openb.lookahead import check_confidence, check_pod_value   # its own rules
             try:
                 check_confidence(self.plan_confidence, self.plan_futures, self.plan_pods_first)
             except ValueError:
@@ -500,10 +500,12 @@ class ImitateConfig(TrainConfig):
                               "or --plan-futures 1 (the evidence needs a standard deviation "
                               "over two futures at least)",
                               depends=("plan_pods_first", "plan_futures")) from None
-            if self.plan_pod_value > 0 and self.plan_confidence == 0:
+            try:
+                check_pod_value(self.plan_pod_value, self.plan_confidence)
+            except ValueError:
                 raise invalid("plan_pod_value", self.plan_pod_value, "0 unless the teacher "
                               "chooses by evidence (--plan-confidence above 0)",
-                              depends=("plan_confidence",))
+                              depends=("plan_confidence",)) from None
         if self.plan_costs and settings is None:
             raise invalid("plan_costs", True, "False unless the teacher plans (--env openb "
                           "--teacher plan_fgd or plan:<base>)", depends=("teacher",))
