@@ -8,14 +8,18 @@
 per policy, the mean per seed of the pods that failed among the CPU-only pods, the shared
 ones (one GPU, a fraction of it), the whole-GPU ones (one GPU or more, each whole), and
 across those, the pods asking for a GPU model (`gpu_spec`), with how many were submitted
-of each kind, and the arrived GPU demand (% of the cluster's GPUs) at each seed's first
-failure. Every seed is replayed as `python -m vte.openb` replays it (the same workloads,
-tie-break ranks and keys), so the totals equal its `failed_pods`.
+of each kind, the same for each GPU model list asked for (`by_model`; the cluster's GPUs
+of each model are written beside), and the arrived GPU demand (% of the cluster's GPUs) at
+each seed's first failure. Every seed is replayed as `python -m vte.openb` replays it (the
+same workloads, tie-break ranks and keys), so the totals equal its `failed_pods`.
 
 `--cpu-pods-by P` adds, for each policy, a row where P places the CPU-only pods and the
 policy the others (`cpu_pods_by`): how much of a policy's failures, and of its GPU
 allocation (its GRAR at the end, the replay's own binning), come from where it puts the
-pods that ask for no GPU.
+pods that ask for no GPU. Besides the policies `python -m vte.openb` knows, P may be one of
+`CPU_RULES`: FGD's score with another tie-break for these pods (every node where a
+CPU-only pod strands no typical pod scores FGD's 50), to ask whether a better place for
+them exists.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vte.checkpoint import is_run_path  # noqa: E402
 from vte.files import atomic_write_text, check_output_path  # noqa: E402
 from vte.openb import cluster, simulator, workload  # noqa: E402
-from vte.openb.policies import Policy  # noqa: E402
+from vte.openb.policies import CPU_NORM, GPU_NORM, Policy, fgd  # noqa: E402
 from vte.openb.experiment import PUBLISHED_TUNE  # noqa: E402
 from vte.openb.power import policy_by_name  # noqa: E402
 from vte.openb.registration import learned_policy  # noqa: E402
@@ -51,6 +55,28 @@ def kinds_of(pods) -> dict[str, np.ndarray]:
             "gpu_model": np.asarray(pods.model_mask) != 0}
 
 
+def fgd_then_cpu_fit(key, state, pod, feasible, spec):
+    """FGD's score; among its best nodes, the one with the least CPU left after the pod
+    (binned in 1000 steps of the largest node's CPU), then the seed's node rank."""
+    score, gpu = fgd(key, state, pod, feasible, spec)
+    left = jnp.clip(state.cpu_free - pod.cpu_milli, 0, CPU_NORM)
+    return score * 1000 + (999 - left * 999 // CPU_NORM), gpu
+
+
+def fgd_then_gpu_full(key, state, pod, feasible, spec):
+    """FGD's score; among its best nodes, the one with the least free GPU (whose CPU GPU
+    pods can use least), binned in 1000 steps of the largest node's GPUs, then the least
+    CPU left (10 bins), then the seed's node rank."""
+    score, gpu = fgd(key, state, pod, feasible, spec)
+    free = jnp.clip(jnp.sum(state.gpu_free, axis=0), 0, GPU_NORM)
+    left = jnp.clip(state.cpu_free - pod.cpu_milli, 0, CPU_NORM)
+    return score * 10_000 + (999 - free * 999 // GPU_NORM) * 10 + (9 - left * 9 // CPU_NORM), gpu
+
+
+CPU_RULES: dict[str, Policy] = {"fgd_then_cpu_fit": fgd_then_cpu_fit,
+                                "fgd_then_gpu_full": fgd_then_gpu_full}
+
+
 def cpu_pods_by(cpu_policy: Policy, policy: Policy) -> Policy:
     """A replay policy: `cpu_policy`'s node for a CPU-only pod, `policy`'s (and its GPU)
     for any other. Each policy's node is chosen as the replay chooses (`cluster.select`);
@@ -64,9 +90,19 @@ def cpu_pods_by(cpu_policy: Policy, policy: Policy) -> Policy:
     return mixed
 
 
-def breakdown(log: simulator.Log, pods, total_gpu_milli: int) -> dict:
+def model_lists(pods, models: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """(S, T) bool masks of the pods asking for each distinct GPU model list, keyed by the
+    list's models joined with '|' (a pod's `model_mask` is a bitmask over `models`)."""
+    mask = np.asarray(pods.model_mask)
+    return {"|".join(m for i, m in enumerate(models) if v >> i & 1): mask == v
+            for v in sorted(set(np.unique(mask).tolist()) - {0})}
+
+
+def breakdown(log: simulator.Log, pods, total_gpu_milli: int,
+              models: tuple[str, ...] = ()) -> dict:
     """Per kind the failed and submitted pods, means per seed, and per seed the arrived GPU
-    demand (% of the cluster's GPUs) at the first failure (None: nothing failed)."""
+    demand (% of the cluster's GPUs) at the first failure (None: nothing failed);
+    `by_model`: the same counts for the pods of each GPU model list (`model_lists`)."""
     failed = log.valid & ~log.placed
     seeds = failed.shape[0]
     out = {kind: {"failed": float((failed & mask).sum() / seeds),
@@ -76,6 +112,9 @@ def breakdown(log: simulator.Log, pods, total_gpu_milli: int) -> dict:
     arrived = log.arrived / total_gpu_milli * 100
     out["first_failure_at"] = [round(float(arrived[s][failed[s]].min()), 2) if failed[s].any()
                                else None for s in range(seeds)]
+    out["by_model"] = {name: {"failed": float((failed & mask & log.valid).sum() / seeds),
+                              "submitted": float((log.valid & mask).sum() / seeds)}
+                       for name, mask in model_lists(pods, models).items()}
     return out
 
 
@@ -88,7 +127,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seeds", type=int, default=4, help="workloads replayed")
     parser.add_argument("--first-seed", type=int, default=42, help="the first workload's seed")
     parser.add_argument("--cpu-pods-by", default=None, metavar="P", help="also each policy "
-                        "with P (a published policy or run directory) placing its CPU-only pods")
+                        "with P (a published policy, a run directory or one of "
+                        f"{', '.join(CPU_RULES)}) placing its CPU-only pods")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
     if not 1 <= args.seeds <= 256:
@@ -116,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
             parser.error(f"{flag}: {err}")
     chosen = {name: resolve(name, "--policies") for name in names}   # all checked first
     if args.cpu_pods_by is not None:
-        cpu_policy = resolve(args.cpu_pods_by, "--cpu-pods-by")
+        cpu_policy = CPU_RULES.get(args.cpu_pods_by) or resolve(args.cpu_pods_by, "--cpu-pods-by")
         chosen.update({f"{name}+cpu_pods_by:{args.cpu_pods_by}": cpu_pods_by(cpu_policy, policy)
                        for name, policy in list(chosen.items())})
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
@@ -126,11 +166,14 @@ def main(argv: list[str] | None = None) -> dict:
     ranks = np.stack([w.rank for w in works])
     keys = jax.vmap(jax.random.PRNGKey)(np.asarray(seeds, np.uint32))
     end, total_gpus = int(round(100 * PUBLISHED_TUNE)), int(nodes.num_gpus.sum())
-    result = {"pods": args.pods, "seeds": seeds, "policies": {}}
-    print(f"{args.pods}, seeds {seeds[0]}..{seeds[-1]}: failed pods per seed (of submitted)")
+    result = {"pods": args.pods, "seeds": seeds, "policies": {},
+              "gpus_by_model": {m: int(nodes.num_gpus[nodes.model == i].sum())
+                                for i, m in enumerate(nodes.models)}}
+    print(f"{args.pods}, seeds {seeds[0]}..{seeds[-1]}: failed pods per seed (of submitted); the "
+          "cluster's GPUs: " + ", ".join(f"{m} {n}" for m, n in result["gpus_by_model"].items()))
     for name, policy in chosen.items():
         log = simulator.replay(policy, spec, pods, ranks, keys)
-        row = result["policies"][name] = breakdown(log, pods, 1000 * total_gpus)
+        row = result["policies"][name] = breakdown(log, pods, 1000 * total_gpus, nodes.models)
         grar = simulator.curves(log, total_gpus, end)["alloc"][:, end]
         row["alloc_at_end"] = [float(x) for x in grar]
         cells = ", ".join(f"{k} {row[k]['failed']:.1f} of {row[k]['submitted']:.0f}"
@@ -139,6 +182,9 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"  {name}: {cells}; first failure at {min(first) if first else '-'}.."
               f"{max(first) if first else '-'} % arrived; GRAR at the end "
               f"{np.mean(row['alloc_at_end']):.2f} %")
+        if row["by_model"]:
+            print("    asking for " + ", ".join(f"{m}: {c['failed']:.1f} of {c['submitted']:.0f}"
+                                             for m, c in row["by_model"].items()))
     if args.json:
         atomic_write_text(args.json, json.dumps(result, indent=1))
     return result

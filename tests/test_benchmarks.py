@@ -518,9 +518,17 @@ def test_failed_pods_breaks_the_replays_failures_down_by_kind(tmp_path, capsys):
             assert sum(row[k][field] for k in ("cpu_only", "shared", "whole")) == row["all"][field]
             assert row["gpu_model"][field] <= row["all"][field] - row["cpu_only"][field]
         assert len(row["first_failure_at"]) == 2
+        # The pods asking for a model list: the trace's T4 pods, every one counted once.
+        assert list(row["by_model"]) == ["T4"]
+        for field in ("failed", "submitted"):
+            assert row["by_model"]["T4"][field] == row["gpu_model"][field]
+        assert row["by_model"]["T4"]["submitted"] > 0
         assert all(x is None or 0 <= x <= 130 for x in row["first_failure_at"])
     assert json.loads(out.read_text()) == result
-    assert "failed pods per seed" in capsys.readouterr().out
+    assert result["gpus_by_model"] == {
+        m: int(nodes.num_gpus[nodes.model == i].sum()) for i, m in enumerate(nodes.models)}
+    printed = capsys.readouterr().out
+    assert "failed pods per seed" in printed and "asking for T4: " in printed
     # FGD placing FGD's own CPU-only pods changes nothing; under Random's other pods it
     # places them as FGD would, and every row keeps its GRAR at the end per seed.
     mixed = failed_pods.main(common + ["--policies", "fgd,random", "--cpu-pods-by", "fgd"])
@@ -540,3 +548,47 @@ def test_failed_pods_breaks_the_replays_failures_down_by_kind(tmp_path, capsys):
         with pytest.raises(SystemExit):
             failed_pods.main(common + bad)
         assert message in capsys.readouterr().err, bad
+
+
+def test_cpu_rules_keep_fgds_best_nodes_and_break_its_ties_by_hand(tmp_path):
+    """`--cpu-pods-by fgd_then_*`: FGD's score first, the rule only among its best nodes."""
+    import jax.numpy as jnp
+    from benchmarks import failed_pods
+    from tests.test_openb_power import NODE_HEADER, ROWS, pod, with_node
+    from vte import openb
+    from vte.openb import cluster
+    from vte.openb.cluster import Typical
+    from vte.openb.policies import fgd
+    path = tmp_path / "nodes.csv"
+    path.write_text(NODE_HEADER + "".join(",".join(map(str, r)) + "\n" for r in ROWS))
+    nodes = openb.load_nodes(str(path))        # free GPU milli 2000, 4000, 1000, 0 (n3: none)
+    # One typical shape: half a GPU and 4 cores, so a node left with under 4 cores strands
+    # its GPUs and FGD scores a CPU-only pod that does so below its 50.
+    typical = Typical(cpu_milli=jnp.array([4000], jnp.int32), gpu_milli=jnp.array([500], jnp.int32),
+                      num_gpus=jnp.array([1], jnp.int32), model_mask=jnp.array([0], jnp.int32),
+                      prob=jnp.array([1.0], jnp.float32))
+    spec = cluster.make_spec(nodes, typical)
+    state = cluster.empty_state(spec, np.arange(4, dtype=np.int32))
+    state = with_node(state, 0, [2000, 2000], cpu_free=4500)   # 1 core left after: strands
+    state = with_node(state, 2, [1000], cpu_free=6000)          # 5 cores left: FGD's 50
+    p = pod(cpu=1000, num_gpus=0)
+    feasible = cluster.feasible(state, p, spec)
+    key = jax.random.PRNGKey(0)
+
+    def node_of(rule, state=state, feasible=feasible):
+        return int(cluster.select(rule(key, state, p, feasible, spec)[0], feasible, state.rank))
+    fgd_scores = np.asarray(fgd(key, state, p, feasible, spec)[0]).tolist()
+    assert fgd_scores[0] < 50 and fgd_scores[1:] == [50, 50, 50]
+    # The least CPU left would be n0 (3.5 cores), but FGD scores it lower; of FGD's best,
+    # n2 leaves 5 cores, n3 7, n1 63: n2.
+    assert node_of(failed_pods.fgd_then_cpu_fit) == 2
+    # The least free GPU among FGD's best: n3, which has none.
+    assert node_of(failed_pods.fgd_then_gpu_full) == 3
+    # With n3 out of CPU: n2 (1000 milli free) before n1 (4000).
+    full = state.replace(cpu_free=state.cpu_free.at[3].set(500))
+    assert node_of(failed_pods.fgd_then_gpu_full, full, cluster.feasible(full, p, spec)) == 2
+    # Both are pure: jitted and vmapped over two states, the same nodes.
+    both = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), state, full)
+    for rule in failed_pods.CPU_RULES.values():
+        scores = jax.jit(jax.vmap(lambda s: rule(key, s, p, cluster.feasible(s, p, spec), spec)[0]))(both)
+        np.testing.assert_array_equal(scores[0], rule(key, state, p, feasible, spec)[0])
