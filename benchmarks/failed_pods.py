@@ -64,9 +64,9 @@ def fgd_then_cpu_fit(key, state, pod, feasible, spec):
 
 
 def fgd_then_gpu_full(key, state, pod, feasible, spec):
-    """FGD's score; among its best nodes, the one with the least free GPU (whose CPU GPU
-    pods can use least), binned in 1000 steps of the largest node's GPUs, then the least
-    CPU left (10 bins), then the seed's node rank."""
+    """FGD's score; among its best nodes, the one with the least free GPU (its CPU is of the
+    least use to later GPU pods), binned in 1000 steps of the largest node's GPUs, then the
+    least CPU left (10 bins), then the seed's node rank."""
     score, gpu = fgd(key, state, pod, feasible, spec)
     free = jnp.clip(jnp.sum(state.gpu_free, axis=0), 0, GPU_NORM)
     left = jnp.clip(state.cpu_free - pod.cpu_milli, 0, CPU_NORM)
@@ -98,8 +98,7 @@ def model_lists(pods, models: tuple[str, ...]) -> dict[str, np.ndarray]:
             for v in sorted(set(np.unique(mask).tolist()) - {0})}
 
 
-def breakdown(log: simulator.Log, pods, total_gpu_milli: int,
-              models: tuple[str, ...] = ()) -> dict:
+def breakdown(log: simulator.Log, pods, total_gpu_milli: int, models: tuple[str, ...]) -> dict:
     """Per kind the failed and submitted pods, means per seed, and per seed the arrived GPU
     demand (% of the cluster's GPUs) at the first failure (None: nothing failed);
     `by_model`: the same counts for the pods of each GPU model list (`model_lists`)."""
@@ -112,7 +111,7 @@ def breakdown(log: simulator.Log, pods, total_gpu_milli: int,
     arrived = log.arrived / total_gpu_milli * 100
     out["first_failure_at"] = [round(float(arrived[s][failed[s]].min()), 2) if failed[s].any()
                                else None for s in range(seeds)]
-    out["by_model"] = {name: {"failed": float((failed & mask & log.valid).sum() / seeds),
+    out["by_model"] = {name: {"failed": float((failed & mask).sum() / seeds),
                               "submitted": float((log.valid & mask).sum() / seeds)}
                        for name, mask in model_lists(pods, models).items()}
     return out
