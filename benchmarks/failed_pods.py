@@ -42,7 +42,7 @@ from vte.openb.policies import CPU_NORM, GPU_NORM, Policy, fgd  # noqa: E402
 from vte.openb.experiment import PUBLISHED_TUNE  # noqa: E402
 from vte.openb.power import policy_by_name  # noqa: E402
 from vte.openb.registration import learned_policy  # noqa: E402
-from vte.openb.trace import load_nodes, load_pods  # noqa: E402
+from vte.openb.trace import load_nodes, load_pods, model_names  # noqa: E402
 
 KINDS = ("cpu_only", "shared", "whole", "gpu_model")
 
@@ -92,10 +92,10 @@ def cpu_pods_by(cpu_policy: Policy, policy: Policy) -> Policy:
 
 def model_lists(pods, models: tuple[str, ...]) -> dict[str, np.ndarray]:
     """(S, T) bool masks of the pods asking for each distinct GPU model list, keyed by the
-    list's models joined with '|' (a pod's `model_mask` is a bitmask over `models`)."""
+    list as `trace.model_names` writes it (a pod's `model_mask` is a bitmask over
+    `models`)."""
     mask = np.asarray(pods.model_mask)
-    return {"|".join(m for i, m in enumerate(models) if v >> i & 1): mask == v
-            for v in sorted(set(np.unique(mask).tolist()) - {0})}
+    return {model_names(v, models): mask == v for v in sorted(set(np.unique(mask).tolist()) - {0})}
 
 
 def breakdown(log: simulator.Log, pods, total_gpu_milli: int, models: tuple[str, ...]) -> dict:
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{max(first) if first else '-'} % arrived; GRAR at the end "
               f"{np.mean(row['alloc_at_end']):.2f} %")
         if row["by_model"]:
-            print("    asking for " + ", ".join(f"{m}: {c['failed']:.1f} of {c['submitted']:.0f}"
+            print("    asking for " + "; ".join(f"{m}: {c['failed']:.1f} of {c['submitted']:.0f}"
                                              for m, c in row["by_model"].items()))
     if args.json:
         atomic_write_text(args.json, json.dumps(result, indent=1))

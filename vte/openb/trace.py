@@ -92,6 +92,16 @@ class PodTable:
         return len(self.names)
 
 
+def model_names(mask: int, names: tuple[str, ...]) -> str:
+    """A pod's GPU model list as text: the names of `mask`'s bits over the node models
+    `names` (`NodeTable.models`; "model b" for a bit past them), comma-separated; "any"
+    for 0."""
+    if mask == 0:
+        return "any"
+    return ", ".join(names[b] if b < len(names) else f"model {b}"
+                     for b in range(mask.bit_length()) if mask >> b & 1)
+
+
 def resolve(name_or_path: str | os.PathLike, bundled: dict[str, str], kind: str) -> Path:
     """A bundled short name (e.g. "default") or a path to a file of the same format."""
     text = os.fspath(name_or_path)

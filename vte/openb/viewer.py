@@ -33,7 +33,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from vte.openb import cluster
 from vte.openb.cluster import Pod, Spec, State
-from vte.openb.trace import MAX_GPUS_PER_NODE, MILLI
+from vte.openb.trace import MAX_GPUS_PER_NODE, MILLI, model_names
 from vte.render import DPI, FIGSIZE, FRAME_SHAPE, save_animation, to_rgb
 
 ALLOC_CMAP = "YlOrRd"        # pale: idle ... dark red: fully allocated
@@ -162,13 +162,6 @@ def _node_name(a: int | None, n: int) -> str:
     return "-" if a is None else ("cannot place" if a == n else f"node {a}")
 
 
-def _models(mask: int, names: tuple[str, ...]) -> str:
-    if mask == 0:
-        return "any"
-    return ", ".join(names[b] if b < len(names) else f"model {b}"
-                     for b in range(mask.bit_length()) if mask >> b & 1)
-
-
 def _pod_lines(pod: Pod | None, feasible: np.ndarray | None, names: tuple[str, ...]) -> list[str]:
     if pod is None:
         return ["(none given)"]
@@ -184,7 +177,7 @@ def _pod_lines(pod: Pod | None, feasible: np.ndarray | None, names: tuple[str, .
              f"memory  {int(np.asarray(pod.memory_mib)) / 1024:.2f} GiB",
              f"GPUs    {gpus}"]
     if num > 0:
-        lines.append(f"models  {_models(int(np.asarray(pod.model_mask)), names)}")
+        lines.append(f"models  {model_names(int(np.asarray(pod.model_mask)), names)}")
     if feasible is not None:
         lines.append(f"feasible nodes: {int(feasible.sum())} of {len(feasible)}")
     return lines
