@@ -95,6 +95,19 @@ def test_make_builds_the_registered_environment(name):
 
 
 @pytest.mark.parametrize("name", IDS)
+def test_named_columns_match_the_observation_fields(name):
+    """Every named column list (the documentation's tables) has one entry per entry of
+    its field's last axis, with distinct names; every environment names some."""
+    _, env, params = small(name)
+    specs, columns = env.observation_specs(params), env.observation_columns(params)
+    assert columns, f"{name} names no observation column"
+    for field, cols in columns.items():
+        assert field in specs, (field, list(specs))
+        assert len(cols) == specs[field].shape[-1], (field, len(cols), specs[field].shape)
+        assert len({c.name for c in cols}) == len(cols), f"{field}: a name repeats"
+
+
+@pytest.mark.parametrize("name", IDS)
 def test_every_bound_is_finite_and_no_column_degenerate(name):
     """Spaces an agent can normalise by (and Gymnasium's checkers accept): finite bounds,
     low < high in every column."""

@@ -350,6 +350,11 @@ class SyntheticEnv(Environment[EnvState, EnvParams]):
         from vte.adapters.specs import observation_specs
         return observation_specs(params)
 
+    def observation_columns(self, params: EnvParams):
+        from vte.observation import NODE_TABLE, REQUEST_TABLE, table_columns
+        return {"nodes": table_columns(NODE_TABLE), "request": table_columns(REQUEST_TABLE),
+                "queue": table_columns(REQUEST_TABLE)}
+
     def check(self, state, params) -> None:
         check_param_shapes(params)
         if state is not None:

@@ -55,6 +55,14 @@ class FieldSpec(NamedTuple):
     high: np.ndarray
 
 
+class Column(NamedTuple):
+    """One named column of an observation field (`Environment.observation_columns`)."""
+
+    name: str            # e.g. "cpu_cores/64": the name states the scale
+    unit: str            # unit of the decoded value ("flag": 0 or 1, "fraction": 0..1)
+    meaning: str = ""    # one line, when the name does not say it all
+
+
 def field_spec(shape, dtype, low, high) -> FieldSpec:
     """A `FieldSpec` with `low` and `high` broadcast to `shape` (booleans stay booleans,
     every other dtype's bounds are float32)."""
@@ -316,6 +324,14 @@ class Environment(Generic[TState, TParams]):
         """Every observation field's shape, dtype and bounds, in the observation's order."""
         raise NotImplementedError
 
+    def observation_columns(self, params: TParams) -> dict[str, tuple[Column, ...]]:
+        """What each column of the observation's matrix and vector fields means: field name
+        -> one `Column` per entry of the field's last axis (fields left out are scalars,
+        masks or have no named columns). The documentation's environment pages and a
+        user's feature inspection read these; the contract test checks their count against
+        `observation_specs`. Default: none named."""
+        return {}
+
     def check(self, state: TState | None, params: TParams) -> None:
         """Raise ValueError before any work when `params` (and `state`, if given) do not
         fit this environment (shapes are static: runs while tracing)."""
@@ -401,5 +417,5 @@ class Environment(Generic[TState, TParams]):
         return new
 
 
-__all__ = ["Environment", "FieldSpec", "field_spec", "action_index", "narrow_action",
+__all__ = ["Environment", "FieldSpec", "Column", "field_spec", "action_index", "narrow_action",
            "eager_jit", "reset_key", "make_auto_reset"]

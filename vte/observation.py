@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vte import catalogue as C
-from vte.environment import concrete_extreme, round_outward
+from vte.environment import Column, concrete_extreme, round_outward
 from vte import scoring, twin
 from vte.params import EnvParams
 from vte.types import Cluster, EnvState, Observation, Requests, Twin
@@ -263,6 +263,12 @@ REQUEST_TABLE: tuple[Feature, ...] = (
 )
 
 NODE_TABLE = NODE_STATIC_TABLE + NODE_DYNAMIC_TABLE
+
+
+def table_columns(table: tuple[Feature, ...]) -> tuple[Column, ...]:
+    """The feature table as `vte.environment.Column`s (`SyntheticEnv.observation_columns`)."""
+    return tuple(Column(f.name, f.unit) for f in table)
+
 NODE_STATIC_FEATURE_NAMES = tuple(f.name for f in NODE_STATIC_TABLE)
 NODE_DYNAMIC_FEATURE_NAMES = tuple(f.name for f in NODE_DYNAMIC_TABLE)
 NODE_FEATURE_NAMES = NODE_STATIC_FEATURE_NAMES + NODE_DYNAMIC_FEATURE_NAMES

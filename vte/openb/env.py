@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from vte.environment import (Environment, FieldSpec, concrete_extreme, field_spec,
+from vte.environment import (Column, Environment, FieldSpec, concrete_extreme, field_spec,
                              round_outward)
 from vte.openb import cluster
 from vte.openb.cluster import Pod, Spec, State
@@ -418,8 +418,10 @@ class OpenBEnv(Environment[EnvState, OpenBParams]):
     name = "OpenB-v0"
     action_meaning = "num_nodes = cannot place"
 
-    def __init__(self, params: OpenBParams | None = None):
+    def __init__(self, params: OpenBParams | None = None,
+                 model_names: Sequence[str] | None = None):
         self._params = params
+        self.model_names = model_names   # the node file's GPU models, in one-hot order
 
     @property
     def default_params(self) -> OpenBParams:
@@ -445,6 +447,9 @@ class OpenBEnv(Environment[EnvState, OpenBParams]):
     def observation_specs(self, params: OpenBParams):
         return observation_specs(params)
 
+    def observation_columns(self, params: OpenBParams):
+        return observation_columns(params, self.model_names)
+
     def is_terminated(self, state: EnvState, params: OpenBParams) -> jax.Array:
         """() bool, the workload's last pod has been decided."""
         return state.steps >= params.length[state.workload]
@@ -456,6 +461,52 @@ class OpenBEnv(Environment[EnvState, OpenBParams]):
         if state is not None and not isinstance(state, EnvState):
             raise ValueError(f"state={type(state).__name__} is invalid: allowed "
                              "vte.openb.env.EnvState")
+
+
+# The columns `observe` concatenates, in its order (one source: the contract test checks the
+# counts against `observation_specs`; the documentation's OpenB-v0 page prints them).
+NODE_COLUMNS = (
+    Column("cpu_free/128_cores", "cores", "free CPU"),
+    Column("memory_free/1TiB", "MiB", "free memory"),
+    *(Column(f"gpu{g}_free_milli/1000", "milli-GPU", f"free share of GPU slot {g} (0 when the "
+             "node has no such GPU)") for g in range(MAX_GPUS_PER_NODE)),
+    Column("gpus/8", "GPUs", "the node's GPUs"),
+    Column("pods/1001", "pods", "pods bound to the node (Kubernetes' limit: 1001)"),
+    Column("gpu_allocated_share", "fraction", "share of the node's GPU milli allocated"),
+    Column("fgd_gain/1000", "GPUs", "FGD's fragmentation gain of placing the pod here"),
+    Column("fgd_score/100", "fraction", "FGD's published score of this node"),
+    Column("rank/(N-1)", "fraction", "the node's tie-break rank (the published policies' order)"),
+)
+POD_COLUMNS = (
+    Column("cpu/128_cores", "cores", "the pod's CPU request"),
+    Column("memory/1TiB", "MiB", "the pod's memory request"),
+    Column("gpus/8", "GPUs", "GPUs asked for"),
+    Column("gpu_milli/1000", "milli-GPU", "share of each GPU asked for"),
+    Column("shared", "flag", "1 when the pod asks for less than one whole GPU"),
+)
+POWER_COLUMNS = (
+    Column("added_kw", "kW", "power the placement adds to the datacenter (0 where infeasible)"),
+    Column("pwr_score/100", "fraction", "the PWR paper's score of the node (0 where infeasible)"),
+)
+
+
+def observation_columns(params: OpenBParams, model_names: Sequence[str] | None = None
+                        ) -> dict[str, tuple[Column, ...]]:
+    """The named columns of `Observation.nodes`, `.pod` and `.power` (`NODE_COLUMNS`, then
+    one flag per GPU model; `POD_COLUMNS`, then one allowed-model flag per model).
+    `model_names`: the node file's models in their one-hot order (default: model_0 ...)."""
+    names = tuple(model_names) if model_names is not None else tuple(
+        f"model_{k}" for k in range(params.num_models))
+    if len(names) != params.num_models:
+        raise ValueError(f"model_names={names!r} is invalid: allowed {params.num_models} "
+                         "names, one per GPU model of the params")
+    return {
+        "nodes": NODE_COLUMNS + tuple(Column(f"model_{m}", "flag", f"the node's GPUs are {m}")
+                                      for m in names),
+        "pod": POD_COLUMNS + tuple(Column(f"allows_{m}", "flag", f"the pod may run on {m} "
+                                          "(all 1 when it names no model)") for m in names),
+        "power": POWER_COLUMNS,
+    }
 
 
 def observation_specs(params: OpenBParams) -> dict[str, FieldSpec]:
