@@ -91,7 +91,7 @@ def make(pods: str = "default", nodes: str = "gpu", seeds=None, subset: int | No
         seeds = range(TRAIN_SEED0, TRAIN_SEED0 + MAKE_WORKLOADS)
     params = oenv.make_params(table, pod_table, seeds, tune=tune, subset=subset,
                               invalid_penalty=invalid_penalty)
-    return oenv.OpenBEnv(params), params
+    return oenv.OpenBEnv(params, table.models), params
 
 
 def trace_names(trace: str) -> tuple[str, ...]:
@@ -122,7 +122,7 @@ def run_params(config, train: bool):
                               tune=config.tune, subset=_subset(config, nodes),
                               power_weight=tuple(config.power_weight),
                               frag_shaping=config.frag_shaping)
-    return oenv.OpenBEnv(params), params
+    return oenv.OpenBEnv(params, nodes.models), params
 
 
 def check_config(config) -> None:
