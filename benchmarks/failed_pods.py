@@ -1,6 +1,6 @@
 """Which pods fail: the failed pods of an OpenB replay broken down by what they ask for.
 
-    python benchmarks/failed_pods.py --pods cpu250 --policies fgd,train/results/openb_distilled_evidence
+    python benchmarks/failed_pods.py --pods cpu250 --policies fgd,zoo:openb-evidence
     python benchmarks/failed_pods.py --pods gpuspec25 --policies fgd,RUN_DIR@16 --seeds 4 --first-seed 100
     python benchmarks/failed_pods.py --pods cpu250 --policies RUN_DIR --cpu-pods-by fgd
 

@@ -92,8 +92,11 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--teachers", default="round,evidence",
                    help=f"comma-separated, of {', '.join(TEACHERS)}")
-    p.add_argument("--run", default="train/results/openb_distilled_bank3",
-                   help="the network the evidence teacher plans over (an OpenB run directory)")
+    p.add_argument("--run", default="zoo:openb-evidence",
+                   help="the network the evidence teacher plans over (an OpenB run directory "
+                   "or zoo:NAME; the chain's is its round 3, the same 64-unit network "
+                   "before the evidence round, measured until the zoo shipped only the "
+                   "evidence network)")
     p.add_argument("--trace", default="default,gpushare100,cpu250")
     p.add_argument("--num-nodes", type=int, default=64)
     p.add_argument("--num-envs", type=int, default=128)

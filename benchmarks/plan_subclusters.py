@@ -1,7 +1,7 @@
 """Where the networks and the planner stand on the sub-clusters the network trains on.
 
     python benchmarks/plan_subclusters.py                 # 16 episodes of 64-node sub-clusters
-    python benchmarks/plan_subclusters.py --runs train/results/openb_distilled_netplan \
+    python benchmarks/plan_subclusters.py --runs zoo:openb-evidence \
         --horizons 8,32 --json out.json
 
 Imitation of the planner (`train/imitate.py --env openb --teacher plan_fgd`) learns on
@@ -102,7 +102,8 @@ def main(argv=None) -> dict:
     p.add_argument("--episodes", type=int, default=16)
     p.add_argument("--horizons", default="8,32", help="the planner's horizons (pods), comma-"
                    "separated; empty: no planner")
-    p.add_argument("--runs", default="", help="OpenB run directories, comma-separated")
+    p.add_argument("--runs", default="", help="OpenB run directories or zoo:NAME, "
+                   "comma-separated")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write the figures here")
     args = p.parse_args(argv)

@@ -431,7 +431,7 @@ def test_plan_subclusters_replays_the_same_first_episodes_under_every_policy(tmp
     by episode."""
     from benchmarks import plan_subclusters
     out = tmp_path / "sub.json"
-    run = "train/results/openb_distilled_netplan"
+    run = "zoo:openb-evidence"
     argv = ["--num-nodes", "4", "--episodes", "2", "--horizons", "2", "--runs", run]
     result = plan_subclusters.main(argv + ["--json", str(out)])
     rows = result["policies"]

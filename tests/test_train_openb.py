@@ -612,32 +612,22 @@ def test_a_plan_teacher_over_a_run_directory_labels_with_the_planner_over_its_ne
         ImitateConfig.from_args(tiny(trace_files) + ["--teacher", f"plan:{run}@3"])
 
 
-SHIPPED = os.path.join(os.path.dirname(__file__), "..", "train", "results")
-
-
 @pytest.mark.slow   # replays three policies (compilation)
-@pytest.mark.parametrize("run", ["openb_distilled", "openb_distilled_round2",
-                                 "openb_distilled_netplan", "openb_distilled_bank3",
-                                 "openb_distilled_evidence"])
-def test_a_shipped_distilled_scheduler_loads_and_still_beats_fgd_on_a_slice_of_the_cluster(
-        run):
-    """The networks shipped in `train/results/` (FGD imitation, then one or two rounds of
-    imitation of the lookahead planner over FGD, then one over round 2's network; and the
-    64-unit network of FGD imitation and three planner rounds on a bank of traces, the last
-    on three, and that network after a round of the horizon-32 planner's choice by evidence;
-    benchmarks/RESULTS.md) load through their checksum
-    and, on every 25th node of the bundled cluster (49 nodes, 233 GPUs, six GPU models) and
-    seeds 42..45 of `default`, allocate more GPUs at the end than FGD on average and more
-    than BestFit on every seed. A change to the observation or the network that the shipped
-    weights no longer fit fails here (measured when shipped: 95.33 for round 1, 95.57 for
-    round 2, 95.28 for the planner over round 2, 95.29 for the bank of three traces and
-    95.55 for the evidence round against FGD's 94.74 and BestFit's 92.56)."""
+def test_the_zoos_openb_scheduler_loads_and_still_beats_fgd_on_a_slice_of_the_cluster():
+    """The OpenB network shipped in the zoo, `openb-evidence` (FGD imitation and three
+    planner rounds on a bank of traces, then a round of the horizon-32 planner's choice by
+    evidence; its card, `vte.zoo.card`), loads by name through its checksum and, on every
+    25th node of the bundled cluster (49 nodes, 233 GPUs, six GPU models) and seeds 42..45
+    of `default`, allocates more GPUs at the end than FGD on average and more than BestFit
+    on every seed. A change to the observation or the network that the shipped weights no
+    longer fit fails here (measured when shipped: 95.55 against FGD's 94.74 and BestFit's
+    92.56)."""
     from vte.openb.policies import POLICIES
     full = vte.openb.load_nodes("gpu")
     nodes = full.take(range(0, len(full), 25))
     pods = vte.openb.load_pods("default", nodes)
     policies = {"fgd": POLICIES["fgd"], "best_fit": POLICIES["best_fit"],
-                "distilled": vte.load_policy(os.path.join(SHIPPED, run))}
+                "distilled": vte.load_policy("zoo:openb-evidence")}
     result = experiment.run_grid(nodes, pods, policies, seeds=range(42, 46))["policies"]
     end = {name: np.asarray(r["alloc_at_end"]["per_seed"]) for name, r in result.items()}
     assert end["distilled"].mean() > end["fgd"].mean() + 0.3, end

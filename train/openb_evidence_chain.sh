@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The OpenB scheduler network `train/results/openb_distilled_evidence`, trained from scratch:
+# The OpenB scheduler network the zoo ships as `openb-evidence` (vte/zoo/openb-evidence,
+# `vte.load_policy("openb-evidence")`), trained from scratch:
 #
 #     bash train/openb_evidence_chain.sh runs/evidence_chain     # OUT_DIR, created
 #
@@ -8,10 +9,11 @@
 #   fgd       imitation of FGD on the two-trace bank (default, gpushare100), 3M decisions;
 #   round1/2  imitation of the lookahead planner over FGD (horizon 8), 128 updates each;
 #   round3    the same on the three-trace bank (cpu250 added), counting failed pods
-#             (`--plan-pods-first`): `train/results/openb_distilled_bank3`;
+#             (`--plan-pods-first`): the network `openb-evidence` was trained from
+#             (recorded in its config.json as train/results/openb_distilled_bank3);
 #   evidence  imitation of the horizon-32 planner over round3's network, FGD playing the
 #             futures, choosing by evidence (z = 2): the first 16 updates of a 64-update
-#             schedule, `train/results/openb_distilled_evidence`.
+#             schedule: `openb-evidence`, the same weights bit for bit.
 # Each run's seconds, and their sum, go to OUT_DIR/times.txt. The network to use is OUT_DIR/evidence.
 set -euo pipefail
 OUT=${1:?usage: bash train/openb_evidence_chain.sh OUT_DIR}

@@ -14,6 +14,10 @@ Every public function is pure, deterministic per key, and works under `jax.jit` 
 A trained scheduler (`train/ppo.py`, `train/imitate.py`) loads as a policy in one call:
 
     policy = vte.load_policy("runs/ppo")       # (key, obs, params) -> action
+
+and so does a scheduler shipped with vte, by its name in the zoo (`vte.zoo.names()`):
+
+    policy = vte.load_policy("openb-evidence")  # or "zoo:openb-evidence"; vte.zoo.card(...)
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ registry.register("OpenB-v0", "vte.openb.registration:REGISTRATION", flag="openb
 
 
 def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | None = None):
-    """A trained policy `(key, obs, params) -> action` from a run directory
+    """A trained policy `(key, obs, params) -> action` from a run directory, `DIR@STEP`, or
+    a scheduler of the zoo by name (`"openb-evidence"`, `"zoo:openb-evidence"`: `vte.zoo`)
     (`vte.checkpoint.load_policy`; imported on first use, so `import vte` needs no orbax)."""
     from vte.checkpoint import load_policy as load
     return load(run_dir, seed=seed, greedy=greedy, step=step)
@@ -52,9 +57,10 @@ def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | No
 def __getattr__(name):
     # `vte.render` (pictures; imports matplotlib) loads on first use. The module is callable:
     # vte.render(state, params) -> Figure; vte.render.frame(...) -> (720, 1280, 3) uint8.
-    if name == "render":
+    # `vte.zoo` (the shipped schedulers: names, paths, cards) likewise.
+    if name in ("render", "zoo"):
         import importlib
-        return importlib.import_module("vte.render")
+        return importlib.import_module("vte." + name)
     raise AttributeError(f"module 'vte' has no attribute {name!r}")
 
 __all__ = [

@@ -17,6 +17,10 @@ and one call turns it back into a policy:
 A run directory names its newest checkpoint; `DIR@STEP` names checkpoint STEP of it
 (`split_step`), wherever a run directory is read: `load_config`, `load_variables`,
 `load_policy`, `python -m vte.openb --policies`, `plan:` bases, `--init-from`, `--teacher`.
+There, too, a scheduler shipped with vte is named `zoo:NAME` (or `NAME` alone, where no
+path of that name exists): `split_step` resolves it to its folder (`vte.zoo.resolve`).
+
+    policy = vte.load_policy("openb-evidence")   # vte/zoo/openb-evidence; vte.zoo.names()
 """
 
 from __future__ import annotations
@@ -53,8 +57,12 @@ def split_step(name: str) -> tuple[str, int | None]:
     """`(run_dir, step)` of `DIR@STEP` (checkpoint STEP of the run directory DIR), or
     `(name, None)` for anything else: a directory named as written (its newest checkpoint),
     or a name that is not a run at all (the caller's own error names it). A directory whose
-    own name holds an '@' is taken as written. Raises ValueError, naming the checkpoints
-    DIR has, when it has no checkpoint STEP."""
+    own name holds an '@' is taken as written. A zoo name (`zoo:NAME`, `zoo:NAME@STEP`, or
+    NAME where no such path exists) is its folder in `vte/zoo/` (`vte.zoo.resolve`, the one
+    place names become paths). Raises ValueError, naming the checkpoints DIR has, when it
+    has no checkpoint STEP, and naming the zoo's schedulers for `zoo:` before another name."""
+    from vte import zoo
+    name = zoo.resolve(name)
     if os.path.isdir(name):
         return name, None
     head, sep, tail = name.rpartition("@")
@@ -68,8 +76,8 @@ def split_step(name: str) -> tuple[str, int | None]:
 
 
 def is_run_path(name: str) -> bool:
-    """Whether `name` is a directory, or `DIR@STEP` of one (`split_step`): a run to load,
-    rather than a policy's name."""
+    """Whether `name` is a directory, `DIR@STEP` of one, or a zoo name (`split_step`): a
+    run to load, rather than a policy's name."""
     return os.path.isdir(split_step(name)[0])
 
 

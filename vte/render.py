@@ -348,10 +348,12 @@ def save_animation(frames: list[np.ndarray], path: str, fps: float = 2.0) -> Non
 
 def resolve_policy(spec: str, run_seed: int = 0) -> tuple[Policy, dict | None]:
     """A policy of the synthetic cluster from a heuristic name (`vte.heuristics.ALL`) or a
-    training run directory (`vte.load_policy`); for a run, also its configuration."""
+    training run directory (`vte.load_policy`: `DIR@STEP` and the zoo's `zoo:NAME` too);
+    for a run, also its configuration."""
     if spec in heuristics.ALL:
         return heuristics.ALL[spec], None
-    if os.path.isdir(spec):
+    from vte.checkpoint import is_run_path
+    if is_run_path(spec):
         from vte.checkpoint import load_config, load_policy
         config = load_config(spec)
         if registry.of_run(config) is not SYNTHETIC:
@@ -361,7 +363,7 @@ def resolve_policy(spec: str, run_seed: int = 0) -> tuple[Policy, dict | None]:
         return load_policy(spec, seed=run_seed), config
     raise ValueError(f"--policy {spec!r} is invalid: allowed one of {sorted(heuristics.ALL)} "
                      f"or a training run directory (the --out of train/ppo.py or "
-                     f"train/imitate.py)")
+                     f"train/imitate.py) or zoo:NAME (vte.zoo.names())")
 
 
 def run_params(config: dict) -> dict:

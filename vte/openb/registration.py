@@ -132,7 +132,7 @@ def check_config(config) -> None:
     if teacher is not None and teacher not in TEACHERS and not teacher.startswith(PLAN):
         raise flag_error("teacher", teacher, "one of " + ", ".join(TEACHERS) + ", or "
                          f"{PLAN}<base> (the lookahead planner over a published policy or an "
-                         "OpenB run directory) with --env openb (the trace has no known "
+                         "OpenB run directory or zoo:NAME) with --env openb (the trace has no known "
                          "optimum)", depends=("env",))
     try:
         nodes = load_node_table(config.nodes)
@@ -147,16 +147,23 @@ def check_config(config) -> None:
                          f"commas ({err})") from None
     plan_settings(config)        # the planning teacher's settings, before it is built
     rollouts = getattr(config, "plan_rollouts", None)
-    if rollouts is not None and rollouts not in _published() and not _is_run(rollouts):
-        raise flag_error("plan_rollouts", rollouts, f"one of {', '.join(_published())} or an "
-                         "OpenB run directory", depends=("teacher",))
+    if rollouts is not None and rollouts not in _published():
+        try:
+            problem = None if _is_run(rollouts) else "not one"
+        except ValueError as err:            # DIR@STEP without STEP, zoo: an unknown name
+            problem = str(err)
+        if problem is not None:
+            raise flag_error("plan_rollouts", rollouts, f"one of {', '.join(_published())}, "
+                             "an OpenB run directory or zoo:NAME"
+                             + ("" if problem == "not one" else f" ({problem})"),
+                             depends=("teacher",))
     if teacher is not None and teacher.startswith(PLAN):
         try:
             teacher_action(teacher, config)
         except ValueError as err:
             raise flag_error("teacher", teacher, f"{PLAN}<base>, the base one of "
-                             f"{', '.join(_published())} or an OpenB run directory trained "
-                             f"on --nodes {config.nodes}'s GPU models ({err})") from None
+                             f"{', '.join(_published())}, an OpenB run directory or "
+                             f"zoo:NAME trained on --nodes {config.nodes}'s GPU models ({err})") from None
     if config.num_nodes > len(nodes):
         raise flag_error("num_nodes", config.num_nodes, f"1..{len(nodes)}, the node file's "
                          "nodes, with --env openb", depends=("env", "nodes"))
@@ -187,7 +194,9 @@ def policies() -> dict:
 
 
 def _is_run(name: str) -> bool:
-    """A run directory, or `DIR@STEP` (`vte.checkpoint.split_step`; a missing STEP raises)."""
+    """A run directory, `DIR@STEP`, or a zoo name such as `zoo:openb-evidence`
+    (`vte.checkpoint.split_step`, which resolves zoo names; a missing STEP or an unknown
+    `zoo:` name raises)."""
     from vte.checkpoint import is_run_path
     return is_run_path(name)
 
@@ -276,7 +285,8 @@ def teacher_action(name: str, config):
             return POLICIES[base]
         if _is_run(base):
             return learned_policy(base, max(len(load_node_table(config.nodes).models), 1))
-        raise ValueError(f"{base!r} is neither a published policy nor a directory")
+        raise ValueError(f"{base!r} is neither a published policy, a directory nor a "
+                         "scheduler of the zoo (zoo:NAME, vte.zoo.names())")
     policy = resolve(base)
     rollouts = getattr(config, "plan_rollouts", None)
     settings = {**_plan_settings(config), "pods_first": getattr(config, "plan_pods_first", False),
