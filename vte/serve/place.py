@@ -108,7 +108,8 @@ def place_tasks(choose: Callable, cluster: Cluster, twin: Twin, tasks: Requests,
 
     Args:
       choose: `(key, obs, scores) -> action` () int32, in [0, N] (N = none).
-      cluster, twin: the converted cluster (N nodes).
+      cluster: the converted cluster (N nodes).
+      twin: its digital twin (N nodes).
       tasks: `Requests` with leading axis T (invalid slots are padding).
     Returns:
       node (T,) int32, the node of each task or -1 when it is not placed;
