@@ -1,6 +1,6 @@
 """Optimal-match rate against training time, for several runs in one figure.
 
-    python benchmarks/curves.py runs/imitate runs/ppo --out train/results/match_vs_time.png
+    python benchmarks/curves.py runs/imitate runs/ppo --out docs/images/match_vs_time.png
     python benchmarks/curves.py runs/imitate_4seeds --target 0.98
 
 One line per run and seed: the greedy policy's match rate on the fresh states of each

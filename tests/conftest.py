@@ -22,7 +22,7 @@ from pathlib import Path
 # one-primitive programs of under 0.1 s each (most under 50 ms), the same ones again in
 # every worker and after every file's `jax.clear_caches`. Read back from the cache, an
 # eager step of either environment at test size costs 2.6-3.4 s of CPU instead of 5.7-6.6
-# s, and the whole suite 7 % less CPU and time (benchmarks/RESULTS.md, "The test suite's time").
+# s, and the whole suite 7 % less CPU and time (docs/benchmarks.md, "The test suite's time").
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                       str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")

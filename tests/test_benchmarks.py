@@ -285,45 +285,6 @@ def test_profile_rejects_bad_flags(capsys):
     assert "--steps must be a multiple of 2" in capsys.readouterr().err
 
 
-def test_mistakes_breaks_a_run_down_by_group(tmp_path, capsys):
-    from benchmarks import mistakes
-    from tests.test_train import PPO_RUN
-    from train import ppo
-    run = str(tmp_path / "run")
-    ppo.main(PPO_RUN + ["--out", run, "--eval-episodes", "0"])
-    out = tmp_path / "m.json"
-    result = mistakes.main([run, "--episodes", "3", "--json", str(out)])[run]
-    assert json.loads(out.read_text())[run] == result
-    assert result["all"]["decisions"] == 1.0 and result["all"]["regret_share"] == pytest.approx(1.0)
-    archetypes = sum(result[k]["decisions"] for k in result if k.startswith("archetype="))
-    assert archetypes + result["no head request"]["decisions"] == pytest.approx(1.0)
-    gaps = sum(result[k]["decisions"] for k in result if k.startswith("gap in"))
-    assert gaps <= 1.0 + 1e-6
-    assert "miss rate" in capsys.readouterr().out
-
-
-def test_network_grad_times_both_backward_passes(tmp_path, capsys):
-    from benchmarks import network_grad
-    out = tmp_path / "grad.json"
-    result = network_grad.main(["--num-nodes", "8", "--batch", "4", "--imitate-envs", "8",
-                                "--ppo-envs", "0", "--updates", "1", "--repeats", "2",
-                                "--out", str(out)])
-    rows = result["rows"]
-    assert [r["unit"] for r in rows] == ["ms", "env steps/s"]     # PPO skipped
-    for r in rows:
-        assert r["xla_backward"] > 0 and r["written_backward"] > 0 and r["speedup"] > 0
-        assert all(len(v) == 2 for v in r["repeat_s"].values())
-    assert json.loads(out.read_text())["rows"][0]["measure"].startswith("network gradient")
-    assert "| imitate training, 8 environments | env steps/s |" in capsys.readouterr().out
-
-
-def test_network_grad_rejects_bad_flags(capsys):
-    from benchmarks import network_grad
-    with pytest.raises(SystemExit):
-        network_grad.main(["--repeats", "0"])
-    assert "--repeats=0 is invalid: allowed an integer >= 1" in capsys.readouterr().err
-
-
 def _fake_run(path, algorithm, seeds, eval_match=None):
     os.makedirs(path)
     with open(os.path.join(path, "config.json"), "w") as f:
@@ -357,19 +318,6 @@ def test_curves_plots_and_summarizes_every_seed(tmp_path, capsys):
     with pytest.raises(SystemExit):
         curves.main([str(tmp_path), "--out", str(tmp_path / "x.png")])
     assert "is not a training run directory: no config.json" in capsys.readouterr().err
-
-
-def test_network_grad_refuses_sizes_the_trainers_refuse(capsys):
-    from benchmarks import network_grad
-    from train.config import ImitateConfig
-    # A rollout of that many environments x 4 steps is more than imitation's default steps.
-    steps = ImitateConfig().total_timesteps
-    envs = steps // 4 + 1
-    with pytest.raises(SystemExit):
-        network_grad.main(["--imitate-envs", str(envs)])
-    err = capsys.readouterr().err
-    assert f"--imitate-envs={envs} is invalid for the trainer's defaults" in err
-    assert f"--total-timesteps={steps} is invalid" in err
 
 
 def test_adapters_benchmark_reports_the_three_rates(tmp_path, capsys):
@@ -423,81 +371,6 @@ def test_the_kernel_decision_is_best_fit_and_defers_when_nothing_fits():
     assert nxt.shape == (4,) and bool(jnp.all((nxt >= 0) & (nxt < 0.25)))
     _, _, node = kernel.kernel_decision(capacity, free, 5 * request, jnp.uint32(7))
     assert int(node) == 3     # nothing fits: defer
-
-
-def test_plan_subclusters_replays_the_same_first_episodes_under_every_policy(tmp_path, capsys):
-    """FGD, the planner and a shipped network on the same small sub-cluster episodes, each
-    run to its end: each row's difference from FGD is its allocation minus FGD's, episode
-    by episode."""
-    from benchmarks import plan_subclusters
-    out = tmp_path / "sub.json"
-    run = "zoo:openb-evidence"
-    argv = ["--num-nodes", "4", "--episodes", "2", "--horizons", "2", "--runs", run]
-    result = plan_subclusters.main(argv + ["--json", str(out)])
-    rows = result["policies"]
-    assert list(rows) == ["fgd", "plan:fgd@2", run]
-    fgd = np.asarray(rows["fgd"]["alloc_end"])
-    assert rows["fgd"]["minus_fgd"] == 0.0 and rows["fgd"]["better"] == 0
-    for row in rows.values():
-        alloc = np.asarray(row["alloc_end"])
-        assert alloc.shape == (2,) and ((alloc > 0) & (alloc <= 100)).all()
-        assert row["minus_fgd"] == pytest.approx(float(np.mean(alloc - fgd)), abs=1e-5)
-        assert row["better"] == int((alloc > fgd).sum())
-    assert json.loads(out.read_text()) == result
-    assert "2 first episodes of 4-node sub-clusters of default" in capsys.readouterr().out
-    with pytest.raises(SystemExit):
-        plan_subclusters.main(["--horizons", "8,x"])
-
-
-def test_plan_agreement_labels_each_state_twice_by_the_planner_and_once_by_fgd(tmp_path, capsys):
-    from benchmarks import plan_agreement
-    out = tmp_path / "agree.json"
-    result = plan_agreement.main(["--num-nodes", "8", "--envs", "2", "--steps", "4",
-                                  "--start", "1", "--every", "2", "--futures", "2",
-                                  "--horizon", "3", "--pods-first", "--json", str(out)])
-    assert result["states"] == 2 * 2                # decisions 1 and 3 of two environments
-    assert (result["futures"], result["horizon"], result["pods_first"]) == (2, 3, True)
-    for share in ("planner_with_itself", "planner_with_fgd"):
-        assert result[share] * result["states"] == pytest.approx(
-            round(result[share] * result["states"]))   # whole counts of states
-        assert 0.0 <= result[share] <= 1.0
-    assert json.loads(out.read_text()) == result
-    assert (f"{result['states']} states, 2 futures of 3 pods (pods first)"
-            in capsys.readouterr().out)
-    with pytest.raises(SystemExit):
-        plan_agreement.main(["--start", "48"])
-    with pytest.raises(SystemExit):
-        plan_agreement.main(["--horizon", "0"])
-    with pytest.raises(SystemExit):
-        plan_agreement.main(["--confidence", "1", "--futures", "1"])
-    # The choice by evidence reaches the planner, and is recorded.
-    evidence = plan_agreement.main(["--num-nodes", "8", "--envs", "2", "--steps", "4",
-                                    "--start", "1", "--every", "2", "--futures", "2",
-                                    "--horizon", "3", "--confidence", "10"])
-    assert evidence["confidence"] == 10.0 and "(evidence, z = 10)" in capsys.readouterr().out
-
-
-def test_plan_labels_times_the_trainers_own_teacher_on_a_warm_batch(tmp_path, capsys):
-    from benchmarks import plan_labels
-    out = tmp_path / "labels.json"
-    result = plan_labels.main(["--teachers", "round", "--trace", "default", "--num-nodes", "8",
-                               "--num-envs", "2", "--workloads", "2", "--warm-steps", "3",
-                               "--repeats", "2", "--json", str(out)])
-    row, = result["teachers"]
-    assert row["flags"] == ["--teacher", "plan_fgd", "--plan-pods-first"]
-    assert (row["num_envs"], row["num_nodes"], row["workloads"]) == (2, 8, 2)
-    assert len(row["repeat_s"]) == 2
-    assert row["labels_per_s_best"] == pytest.approx(2 / min(row["repeat_s"]))
-    assert row["labels_per_s_best"] >= row["labels_per_s_median"] > 0
-    assert row["label_s_per_update"] == pytest.approx(16 * 2 / row["labels_per_s_median"])
-    assert json.loads(out.read_text()) == result
-    printed = capsys.readouterr().out
-    assert printed.startswith("round ") and "labels/s best" in printed
-    for bad in (["--teachers", "nope"], ["--teachers", ""], ["--num-envs", "0"],
-                ["--warm-steps", "-1"], ["--workloads", "0"]):
-        with pytest.raises(SystemExit):
-            plan_labels.main(bad)
-    assert "--teachers='nope' is invalid" in capsys.readouterr().err
 
 
 def test_failed_pods_breaks_the_replays_failures_down_by_kind(tmp_path, capsys):

@@ -3,7 +3,7 @@
 The JAX ones (PureJaxRL-style, rejax) always run here (slow: they compile a whole
 training); the PyTorch ones (sb3-contrib, CleanRL-style) run where torch and sb3-contrib
 are installed (they are not in the dev extra: `pip install torch stable-baselines3
-sb3-contrib`); their full-size figures are in benchmarks/RESULTS.md.
+sb3-contrib`); their full-size figures are in docs/benchmarks.md, "Bring your own agent".
 """
 
 from __future__ import annotations

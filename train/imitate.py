@@ -27,7 +27,7 @@ forward pass that samples a block's actions is the one differentiated, and the n
 acts with the network the gradient moved. A decision then costs one forward and one
 backward pass, where the offline update spends a forward pass to act and another, with
 the backward, to learn, and nothing is shuffled: 1.3-1.7x the decisions per second
-(benchmarks/RESULTS.md). With one minibatch per rollout it is the offline update to float
+(docs/history.md). With one minibatch per rollout it is the offline update to float
 rounding (a test).
 """
 

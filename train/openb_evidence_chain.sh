@@ -4,8 +4,8 @@
 #
 #     bash train/openb_evidence_chain.sh runs/evidence_chain     # OUT_DIR, created
 #
-# Five runs of train/imitate.py, each starting from the one before (benchmarks/RESULTS.md,
-# "The evidence network in 25 minutes"):
+# Five runs of train/imitate.py, each starting from the one before (docs/benchmarks.md,
+# "Training runs"):
 #   fgd       imitation of FGD on the two-trace bank (default, gpushare100), 3M decisions;
 #   round1/2  imitation of the lookahead planner over FGD (horizon 8), 128 updates each;
 #   round3    the same on the three-trace bank (cpu250 added), counting failed pods

@@ -21,7 +21,7 @@ affine function of it that equals `log(x + 0.01)` at 0 and 1, so the first layer
 (`node_in`, `queue_enc`, `LogDense`) fold it into their kernel and bias instead of taking
 logs of those columns: the same parameters and, on observations, the same outputs up to
 float rounding, for 46 % fewer logarithms over the nodes (a PPO or imitation update 1.2x
-as fast; `benchmarks/RESULTS.md`, "The network's first layer").
+as fast; `docs/history.md`).
 
 Infeasible actions are masked with `jnp.where(action_mask, logits, finfo.min)`, so a
 sampled or greedy action is always valid.
@@ -57,7 +57,7 @@ def _affine(x: jax.Array, kernel: jax.Array, bias: jax.Array) -> jax.Array:
     matrix product over the flattened rows (the bias gradient a product with a vector of
     ones): the same gradients up to float rounding. On a 2-core CPU the whole network's
     gradient step is 1.2x as fast, imitation's training 1.2x and PPO's 1.13x
-    (`benchmarks/network_grad.py`, both variants in one run).
+    (both variants alternated in one run, 2026-12-01; `docs/history.md`).
     Reverse mode only, like every `jax.custom_vjp`: `jax.jvp` through it is not
     supported."""
     return x @ kernel + bias
@@ -172,8 +172,8 @@ class SchedulerNet(nn.Module):
       hidden: width of every layer.
       head_hidden: width of the value head's hidden layer.
       dense: the dense layer: `vte.network.Dense` (the default), or `flax.linen.Dense`
-        for the same network with XLA's own backward pass (what
-        `benchmarks/network_grad.py` compares).
+        for the same network with XLA's own backward pass (the comparison
+        `Dense` describes).
     """
 
     hidden: int = 64

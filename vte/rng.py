@@ -113,7 +113,7 @@ def categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
     top = jnp.max(logits, axis=-1, keepdims=True)
     p = jnp.exp(logits - jnp.where(jnp.isfinite(top), top, 0.0))
     # A tree of sums: on a CPU `jnp.cumsum` lowers to a reduce-window, 1.3-2.7x slower
-    # alone at 4096 x 65 (benchmarks/RESULTS.md). The same prefix sums up to float32
+    # alone at 4096 x 65 (docs/history.md). The same prefix sums up to float32
     # rounding, which may leave them decreasing by ~1e-7 of the total: nothing below
     # relies on their order (a hit needs p > 0; with no hit, the most likely action).
     cum = jax.lax.associative_scan(jnp.add, p, axis=-1)
