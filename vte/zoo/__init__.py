@@ -49,9 +49,14 @@ def path(name: str) -> str:
 
 
 def card(name: str) -> str:
-    """The card of the zoo's scheduler `name` (`NAME` or `zoo:NAME`): its CARD.md text."""
+    """The card of the zoo's scheduler `name` (`NAME` or `zoo:NAME`): its CARD.md text.
+    (Once `vte.zoo.card`, the module that writes cards, is imported, `vte.zoo.card` is that
+    module, callable the same way.)"""
     with open(os.path.join(path(name), CARD_FILE), encoding="utf-8") as f:
         return f.read()
+
+
+_read_card = card        # what the module vte.zoo.card calls when called as vte.zoo.card(name)
 
 
 def resolve(name: str) -> str:

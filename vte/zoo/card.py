@@ -1,0 +1,422 @@
+"""Write the card of a scheduler of the zoo from its result files, so that it cannot drift.
+
+    python -m vte.zoo.card openb-evidence          # writes vte/zoo/openb-evidence/CARD.md
+    python -m vte.zoo.card --all                   # every scheduler of the zoo
+    python -m vte.zoo.card openb-evidence --check  # exit 1 if CARD.md differs from a rebuild
+
+Every figure of a card is read here from a file: the scheduler's own folder (`config.json`,
+its checkpoint, `eval.json`, `TRAINING.json` where it has them) and, for the OpenB network,
+the replays and bounds kept in the repository's `benchmarks/results/` (so this command
+runs in a checkout, not from an installed wheel). The prose around the figures is this
+module's; a test rebuilds each card and compares it with the committed one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+import types
+
+from vte import zoo
+from vte.files import atomic_write_text
+
+REPO = os.path.dirname(os.path.dirname(zoo.ROOT))
+RESULTS = os.path.join(REPO, "benchmarks", "results")
+MACHINE = "a 2-core x86-64 CPU"
+
+
+def _json(path: str):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _result(*parts: str) -> str:
+    path = os.path.join(RESULTS, *parts)
+    if not glob.glob(path):
+        raise FileNotFoundError(f"{path}: the result files of the card are not here (run "
+                                "python -m vte.zoo.card in a checkout of the repository)")
+    return path
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _network_facts(name: str) -> tuple[int, dict]:
+    """(parameter count, network variables) of the zoo's scheduler (its shipped checkpoint)."""
+    import numpy as np
+    import jax
+    from vte.checkpoint import load_variables
+    variables = load_variables(zoo.path(name))
+    count = sum(int(np.size(x)) for x in jax.tree_util.tree_leaves(variables))
+    return count, variables
+
+
+# ----------------------------------------------------------------------------- OpenB
+
+
+TRACE_FILES = ("openb_distilled_evidence", "openb_{trace}.json")
+POWER_FILES = "openb_power_evidence_top_{trace}.json"
+MARGINS = (4, 8, 12, 16)
+WHY_FAILED = {     # measured by benchmarks/failed_pods.py, seeds 42..51 (benchmarks/RESULTS.md)
+    "cpu250": "On cpu250 it fails more CPU-only pods than FGD and fewer GPU ones.",
+    "gpuspec25": "On gpuspec25 it fails fewer pods that ask for P100, G3 or V100 and more "
+                 "that ask for T4 or no model.",
+}
+
+
+def _openb_rows(config: dict) -> tuple[list[list[str]], dict]:
+    """The seventeen traces' rows (network against FGD and the LP bound) and facts."""
+    from vte.openb.trace import TRACES
+    rows, facts = [], {"ahead": 0, "more_failed": [], "closed": [], "jax": set(),
+                       "device": set(), "gain_end": []}
+    for trace in TRACES:
+        run = _json(_result(TRACE_FILES[0], TRACE_FILES[1].format(trace=trace)))
+        bound = _json(_result("openb_bound", f"{trace}.json"))["mean"]
+        fgd = run["policies"]["fgd"]
+        (net,) = [p for k, p in run["policies"].items() if k != "fgd"]
+        facts["jax"].add(run["jax_version"])
+        facts["device"].add(run["device"])
+        facts["seeds"] = run["seeds"]
+        facts["cluster"] = run["trace"]["num_nodes"], run["trace"]["num_gpus"]
+        ends = (net["alloc_at_end"]["per_seed"], fgd["alloc_at_end"]["per_seed"])
+        ahead = sum(a > b for a, b in zip(*ends))
+        gain = net["alloc_at_end"]["mean"] - fgd["alloc_at_end"]["mean"]
+        facts["gain_end"].append(gain)
+        facts["ahead"] += gain > 0
+        gap = bound["100"] - fgd["alloc_at_100"]["mean"]
+        closed = (net["alloc_at_100"]["mean"] - fgd["alloc_at_100"]["mean"]) / gap * 100
+        facts["closed"].append(closed)
+        failed = net["failed_pods"]["mean"], fgd["failed_pods"]["mean"]
+        if failed[0] > failed[1]:
+            facts["more_failed"].append((trace, failed[0] - failed[1]))
+        trained = " (trained on)" if trace in config["env"]["trace"].split(",") else ""
+        rows.append([
+            f"{trace}{trained}",
+            f"**{net['alloc_at_100']['mean']:.2f}** / {fgd['alloc_at_100']['mean']:.2f} / "
+            f"{bound['100']:.2f}",
+            f"{closed:.0f} %",
+            f"**{net['alloc_at_end']['mean']:.2f}** / {fgd['alloc_at_end']['mean']:.2f} / "
+            f"{bound['end']:.2f}",
+            f"{gain:+.2f} ({ahead} of {len(ends[0])})",
+            f"{failed[0]:.1f} / {failed[1]:.1f}",
+        ])
+    return rows, facts
+
+
+def _power_rows() -> tuple[list[list[str]], list[str], dict]:
+    """The rows of the power table, their traces, and per margin the plateau savings on the
+    traces where it keeps FGD's GRAR on every seed."""
+    from vte.openb.trace import TRACES
+    rows, traces, kept = [], [], {m: [] for m in MARGINS}
+    for trace in TRACES:
+        path = os.path.join(RESULTS, POWER_FILES.format(trace=trace))
+        if not os.path.isfile(path):
+            continue
+        traces.append(trace)
+        policies = _json(path)["policies"]
+        fgd = policies["fgd"]
+        row = [trace, f"{fgd['grar']:.4f}"]
+        for margin in MARGINS:
+            p = policies[f"learned+pwr_within[0.8/0]@{margin}"]
+            seeds = sum(a >= b for a, b in zip(p["grar_per_seed"], fgd["grar_per_seed"]))
+            row.append(f"{p['grar']:.4f} / {p['savings_plateau_pct']['mean']:.2f} % "
+                       f"({seeds})")
+            if seeds == len(fgd["grar_per_seed"]):
+                kept[margin].append(p["savings_plateau_pct"]["mean"])
+        rows.append(row)
+    return rows, traces, kept
+
+
+def _chain_times() -> list[tuple[str, int]]:
+    times = []
+    with open(_result("openb_evidence_chain", "times.txt"), encoding="utf-8") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3 and parts[2] == "s" and parts[1].isdigit():
+                times.append((parts[0], int(parts[1])))
+    return times
+
+
+def openb_evidence(name: str) -> str:
+    from vte.openb.network import models_of
+    from vte.openb.env import BASE_NODE_FEATURES
+    from vte.openb.registration import load_node_table
+    config = _json(os.path.join(zoo.path(name), "config.json"))
+    env = config["env"]
+    count, variables = _network_facts(name)
+    models = models_of(variables)
+    node_models = load_node_table(env["nodes"]).models
+    rows, facts = _openb_rows(config)
+    power, power_traces, kept = _power_rows()
+    margin_summary = "; ".join(
+        f"margin {m} keeps at least FGD's GRAR on all 10 seeds of {len(kept[m])} of the "
+        f"{len(power)} traces, saving {min(kept[m]):.2f}-{max(kept[m]):.2f} % there"
+        for m in MARGINS[:2])
+    times = _chain_times()
+    total = sum(s for _, s in times)
+    (step,) = [int(s) for s in os.listdir(os.path.join(zoo.path(name), "checkpoints"))]
+    seeds = facts["seeds"]
+    nodes, gpus = facts["cluster"]
+    more_failed = ", ".join(f"{t} (+{d:.1f} a seed)" for t, d in facts["more_failed"])
+    why_failed = "\n".join(f"  {WHY_FAILED[t]}" for t, _ in facts["more_failed"]
+                           if t in WHY_FAILED)
+    closed = sorted(facts["closed"])
+    mean_gain = sum(facts["gain_end"]) / len(facts["gain_end"])
+    unseen = [t for t in power_traces if t not in env["trace"].split(",")]
+    return f"""## openb-evidence: the OpenB scheduler network
+
+A learned scheduler for the OpenB trace (the Alibaba GPU cluster of the FGD paper): it
+places each arriving pod on a node. It allocates more GPUs than FGD at the end of the
+replay on {facts['ahead']} of the {len(rows)} bundled traces (mean {mean_gain:+.2f} points).
+
+```python
+import vte
+policy = vte.load_policy("openb-evidence")   # (key, state, pod, feasible, spec) -> (scores, shared_gpu)
+```
+
+```bash
+python -m vte.openb --pods default --policies fgd,zoo:openb-evidence --seeds 10
+```
+
+### What it is
+
+- **Network**: `vte.openb.network.OpenBNet`, {config['hidden']} hidden units, {count:,}
+  parameters. Each node is encoded by one shared MLP from its own features joined with
+  the pod's and the arrived share; a deep-sets context (mean and max over the nodes)
+  conditions a second per-node layer and gives the "cannot place" logit. The same
+  weights serve any number of nodes in any order.
+- **Inputs** (`vte.openb.env.Observation`): per node {BASE_NODE_FEATURES} features (its
+  free CPU, memory and GPUs, FGD's gain and score, its rank, ...) and a one-hot of its GPU
+  model, {models} models (the node file `{env['nodes']}`'s: {', '.join(node_models)});
+  the pod to place ({5 + models} features, its model list among them); the arrived share
+  of the cluster's GPUs. Trained at power preference 0: the power inputs add nothing.
+- **How it acts**: it scores every node; the replay places the pod on the best-scored
+  feasible node (ties to the smallest rank), and a pod that shares a GPU takes FGD's GPU on
+  that node. Greedy and deterministic: no sampling.
+- **Shipped**: checkpoint {step} of its run (config.json, checksums.json; the checksum is
+  verified on every load).
+
+### Training
+
+- **Data**: random {env['num_nodes']}-node sub-clusters of the node file `{env['nodes']}`
+  under a bank of {len(env['trace'].split(','))} traces (`{env['trace']}`,
+  {env['workloads']} workloads, tune {env['tune']}), {env['episode_len']} decisions an
+  episode.
+- **How**: imitation in five runs, each starting from the one before: FGD, then three
+  rounds of the lookahead planner over FGD (the third counting failed pods), then
+  {step} updates of the horizon-{config['plan_horizon']} planner over the third round's
+  network, FGD playing its {config['plan_futures']} futures, leaving the network's node
+  only on evidence (z = {config['plan_confidence']:g}). Its recorded config.json names that
+  third round as `{config['init_from']}`, the folder it was trained from, which is no
+  longer shipped (it is in the repository's history); loading does not read it.
+- **Retrain it** from scratch (the same weights, bit for bit):
+
+```bash
+bash train/openb_evidence_chain.sh DIR        # the network is DIR/evidence
+```
+
+  {total} s ({total / 60:.1f} min) of training on {MACHINE}, nothing else running
+  (2026-12-07): {', '.join(f'{n} {s} s' for n, s in times)}.
+
+### GPU allocation on the seventeen traces
+
+Seeds {seeds[0]}..{seeds[-1]}, the full cluster ({nodes:,} nodes, {gpus:,} GPUs), jax
+{', '.join(sorted(facts['jax']))} on {MACHINE} (device {', '.join(sorted(facts['device']))}),
+2026-12-05; the bounds 2026-12-06.
+Allocated GPUs (% of the cluster's) when the arrived demand reaches 100 % and at the end
+(130 %): the network / FGD / the LP upper bound no scheduler can pass; the share of FGD's
+gap to the bound the network closes at 100 %; its gain over FGD at the end (seeds of
+{len(seeds)} ahead); failed pods a seed, the network / FGD.
+
+```bash
+python -m vte.openb --pods all --policies fgd,zoo:openb-evidence --seeds 10 --json DIR/
+python -m vte.openb.bound --pods TRACE --seeds 10 --json BOUND.json   # each trace
+```
+
+{_table(['trace', 'alloc @100 %: net / FGD / bound', 'gap closed', 'alloc @130 %: net / FGD / bound', 'net - FGD @130 % (seeds ahead)', 'failed pods: net / FGD'], rows)}
+
+It closes {closed[0]:.0f}-{closed[-1]:.0f} % of FGD's gap to the bound at 100 %.
+
+### Power, at its margins
+
+The network saves power by letting PWR choose among the nodes it scores within M nats of
+its best, and placing by itself (margin 0) once 80 % of the cluster's GPUs have been asked
+for: the policy `pwr_within:M@0.8/0:zoo:openb-evidence` of `python -m vte.openb --power`.
+GRAR at x = 1.0 (the allocated share of the arrived GPU demand when it reaches the
+cluster's GPUs) / power savings against FGD over the plateau (x = 0.2..0.8), seed means,
+and in brackets the seeds of 10 with at least FGD's GRAR. One network, the margin chosen at
+decision time: {margin_summary}. Measured on
+`default` and {len(unseen)} traces it never trained on, seeds 42..51, {MACHINE}
+(2026-12-06):
+
+```bash
+python benchmarks/openb_power_learned.py --run zoo:openb-evidence --pods TRACE --preferences "" \\
+    --pwr-margins 4,8,12,16 --pwr-switch 0.8/0 --json OUT.json
+```
+
+{_table(['trace', 'FGD GRAR'] + [f'margin {m}: GRAR / savings (seeds)' for m in MARGINS], power)}
+
+### Known limits
+
+- **More failed pods than FGD on {len(facts['more_failed'])} traces**: {more_failed}.
+{why_failed}
+  (benchmarks/RESULTS.md, "Which pods fail"; `python benchmarks/failed_pods.py --pods
+  TRACE --policies fgd,zoo:openb-evidence --seeds 10` breaks them down).
+- **It needs a node file with {models} GPU models**, as many as `{env['nodes']}` has. With
+  another count it refuses to load (`python -m vte.openb --policies` and
+  `vte.openb.registration.learned_policy` raise ValueError: "the network was trained on a
+  node file with {models} GPU models; this one has K: use the node file it trained on").
+  The check counts the models only: a node file with {models} other models loads, and the
+  one-hot inputs then mean other GPUs than the ones it learned.
+- **Trained on {env['num_nodes']}-node sub-clusters** of three traces; the figures above are
+  the full cluster's, measured. On clusters of another shape, or workloads unlike these
+  seventeen, it is untested.
+- **Allocation, not power**: trained at power preference 0; it saves power only through
+  the margins above, chosen by hand.
+"""
+
+
+# ------------------------------------------------------------------------- Cluster-v0
+
+
+def cluster_imitate(name: str) -> str:
+    folder = zoo.path(name)
+    config = _json(os.path.join(folder, "config.json"))
+    training = _json(os.path.join(folder, "TRAINING.json"))
+    evaluation = _json(os.path.join(folder, "eval.json"))
+    env = config.get("env", {})
+    count, _ = _network_facts(name)
+    (step,) = [int(s) for s in os.listdir(os.path.join(folder, "checkpoints"))]
+    from vte.synthetic import EVAL_EPISODES
+    policies = evaluation                       # name -> metrics; "policy" is the network
+    episodes = config.get("eval_episodes") or EVAL_EPISODES
+    order = sorted(policies, key=lambda p: (p != "policy", -policies[p]["match_rate"]))
+    rows = [[("**the network**" if p == "policy" else p),
+             f"{policies[p]['match_rate']:.3f}", f"{policies[p]['mean_regret']:.5f}",
+             f"{policies[p]['cost_ratio']:.4f}"]
+            for p in order]
+    best = next(p for p in order if p not in ("policy", "optimal"))
+    return f"""## cluster-imitate: the synthetic-cluster scheduler
+
+A learned scheduler for vte's synthetic cluster (`Cluster-v0`): it assigns each request
+of the queue to a node, trained to imitate the known optimum. On held-out episodes it
+picks the optimal node {policies['policy']['match_rate']:.1%} of the time, against
+{policies[best]['match_rate']:.1%} for the best heuristic ({best}).
+
+```python
+import vte
+policy = vte.load_policy("cluster-imitate")   # (key, obs, params) -> action
+```
+
+```bash
+python -m vte.serve --policy zoo:cluster-imitate       # DECICE's scheduling API
+python -m vte.render --policy zoo:cluster-imitate      # a GIF of an episode
+```
+
+### What it is
+
+- **Network**: `vte.network.SchedulerNet`, {config['hidden']} hidden units, {count:,}
+  parameters, over the nodes and the queue (any number of nodes).
+- **Inputs**: the observation of `Cluster-v0` (`vte.Observation`: each node's features,
+  the queued requests'), {env.get('num_nodes', 'the default')} nodes and a queue of
+  {env.get('queue_len', 'the default')} in training.
+- **How it acts**: greedy (`vte.load_policy(..., greedy=True)`, the default): the most
+  likely action, a node for the head request or none.
+- **Shipped**: checkpoint {step} of its run (config.json, checksums.json, eval.json).
+
+### Training
+
+Imitation of the optimal assignment (`train/imitate.py` at its defaults: {config['total_timesteps']:,}
+decisions, {config['num_envs']} environments, learning while collecting), seed
+{config['seed']}:
+
+```bash
+{training['command']}
+```
+
+{training['wall_s']:.0f} s ({training['wall_s'] / 60:.1f} min) of wall time on {training['machine']},
+jax {training['jax_version']}, {training['date']}{training.get('note', '')}.
+
+### Figures
+
+The run's own evaluation (its `eval.json`, written by `train/imitate.py`): {episodes}
+held-out episodes, greedy, every heuristic of `vte.heuristics` and the optimum on the same
+ones. Match rate: the share of decisions on the optimal node; mean regret: the cost a
+decision pays above the optimum's; cost ratio: the cost over the optimum's.
+
+{_table(['policy', 'match rate', 'mean regret', 'cost ratio'], rows)}
+
+### Known limits
+
+- **Cluster-v0 only**: its environment's observation; it does not place OpenB pods
+  (`openb-evidence` does).
+- **Trained at the defaults** of `vte.EnvParams` (cost weights, queue, episode length);
+  under other weights it still imitates the optimum of the defaults.
+- **One seed**: other seeds of the same command reach 0.978-0.983 (README).
+"""
+
+
+BUILDERS = {"openb-evidence": openb_evidence, "cluster-imitate": cluster_imitate}
+
+
+def build(name: str) -> str:
+    """The card text of the zoo's scheduler `name`, from its files."""
+    bare = os.path.basename(zoo.path(name))
+    if bare not in BUILDERS:
+        raise ValueError(f"{name!r} has no card builder: allowed {', '.join(BUILDERS)}")
+    return BUILDERS[bare](bare)
+
+
+def card_path(name: str) -> str:
+    return os.path.join(zoo.path(name), zoo.CARD_FILE)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vte.zoo.card",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help=f"of {', '.join(zoo.names())}")
+    parser.add_argument("--all", action="store_true", help="every scheduler of the zoo")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if a CARD.md differs from its rebuild")
+    args = parser.parse_args(argv)
+    names = zoo.names() if args.all else args.names
+    if not names:
+        parser.error("name a scheduler of the zoo, or --all")
+    stale = []
+    for name in names:
+        try:
+            text = build(name)
+        except (ValueError, FileNotFoundError) as err:
+            parser.error(str(err))
+        path = card_path(name)
+        if args.check:
+            old = open(path, encoding="utf-8").read() if os.path.isfile(path) else None
+            if old != text:
+                stale.append(path)
+            continue
+        atomic_write_text(path, text)
+        print(f"wrote {path}")
+    for path in stale:
+        print(f"{path} differs from its rebuild: run python -m vte.zoo.card --all",
+              file=sys.stderr)
+    return 1 if stale else 0
+
+
+class _CallableModule(types.ModuleType):
+    """Importing this module makes it the package's attribute `vte.zoo.card`, in place of
+    the function `vte.zoo.card(name)`; called, it does what that function does."""
+
+    def __call__(self, name: str) -> str:
+        return zoo._read_card(name)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+else:
+    sys.modules[__name__].__class__ = _CallableModule
