@@ -63,7 +63,7 @@ def _network_facts(name: str) -> tuple[int, dict]:
 TRACE_FILES = ("openb_distilled_evidence", "openb_{trace}.json")
 POWER_FILES = "openb_power_evidence_top_{trace}.json"
 MARGINS = (4, 8, 12, 16)
-WHY_FAILED = {     # measured by benchmarks/failed_pods.py, seeds 42..51 (benchmarks/RESULTS.md)
+WHY_FAILED = {     # measured by benchmarks/failed_pods.py, seeds 42..51 (docs/history.md)
     "cpu250": "On cpu250 it fails more CPU-only pods than FGD and fewer GPU ones.",
     "gpuspec25": "On gpuspec25 it fails fewer pods that ask for P100, G3 or V100 and more "
                  "that ask for T4 or no model.",
@@ -266,7 +266,7 @@ python benchmarks/openb_power_learned.py --run zoo:openb-evidence --pods TRACE -
 
 - **More failed pods than FGD on {len(facts['more_failed'])} traces**: {more_failed}.
 {why_failed}
-  (benchmarks/RESULTS.md, "Which pods fail"; `python benchmarks/failed_pods.py --pods
+  (docs/history.md, "Which pods fail"; `python benchmarks/failed_pods.py --pods
   TRACE --policies fgd,zoo:openb-evidence --seeds 10` breaks them down).
 - **It needs a node file with {models} GPU models**, as many as `{env['nodes']}` has. With
   another count it refuses to load (`python -m vte.openb --policies` and
