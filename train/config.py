@@ -28,7 +28,7 @@ ENVS = registry.flags()          # the --env names of the registered environment
 # Both trainers' default minibatch, in decisions (`num_minibatches` None): on the CPU, a
 # gradient step of 128 decisions costs little less than one of 512, so smaller minibatches
 # give more steps in the same time and learn more from each decision (PPO: 2.4M steps do
-# what 6M did with minibatches of 512; imitation: 6M what 8M did; benchmarks/RESULTS.md
+# what 6M did with minibatches of 512; imitation: 6M what 8M did; docs/history.md,
 # "Minibatches of 128 decisions").
 MINIBATCH = 128
 MIN_DISTILL_TEMP = 1e-6   # cost units; below it the teacher's softmax is a float32 argmax
