@@ -43,7 +43,8 @@ ADDED_LATER = {"env": "synthetic", "teacher": "optimal", "distill_temp": 0.0,
                "critic_warmup": 0, "online": False, "plan_candidates": None,
                "plan_futures": None, "plan_horizon": None, "plan_costs": False,
                "plan_pods_first": False, "plan_rollouts": None, "plan_confidence": 0.0,
-               "plan_pod_value": 0.0, "keep_checkpoints": 3, "spread_starts": False}
+               "plan_pod_value": 0.0, "keep_checkpoints": 3, "spread_starts": False,
+               "tensorboard": False}
 for _env in ENVS:
     ADDED_LATER.update(registry.registration(_env).defaults)
 # Fields stored under "env" in config.json (the layout every saved run has): the name and
@@ -155,6 +156,11 @@ class TrainConfig:
     keep_checkpoints: int = flag(3, "checkpoints kept on disk, the newest ones (0: every one, "
                                  "e.g. to choose one afterwards on other seeds, as DIR@STEP)",
                                  low=0, group="outputs")
+    tensorboard: bool = flag(False, "also write every scalar of metrics.jsonl as TensorBoard "
+                             "event files in OUT/tensorboard/seed_S (one run per seed; "
+                             "train/..., losses/..., charts/SPS, eval/... at the end; x: env "
+                             "steps): tensorboard --logdir OUT/tensorboard; needs "
+                             "pip install -e \".[tensorboard]\"", group="outputs")
     eval_episodes: int | None = flag(None, "held-out episodes for eval.json (0: skip the "
                                      "evaluation); default 64 synthetic episodes, or 10 "
                                      "held-out workloads on the full cluster with --env openb",

@@ -22,12 +22,19 @@ monitored as `greedy_match`). A teacher the registration can read off the observ
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import glob
+import io
+import json
+import os
+import sys
 from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 
+from vte.files import atomic_write_text
 from vte.registry import Registration, registration
 
 
@@ -96,12 +103,134 @@ class TrainEnv:
         return out
 
     def evaluate(self, config, params, out: str) -> dict:
-        """The registration's evaluation of the trained seeds; writes out/eval.json."""
-        return self.registration.evaluate(config, params, out)
+        """`evaluate_named`'s results."""
+        return self.evaluate_named(config, params, out)[0]
+
+    def evaluate_named(self, config, params, out: str) -> tuple[dict, list[str]]:
+        """The registration's evaluation of the trained seeds; writes out/eval.json (and
+        any eval_*.json of it) and prints its table, the trained seeds named by the run
+        (`trained_names`: the run directory's name, `NAME_seedS` for seed S > 0) where the
+        registration calls them `policy` (`OLD_NAMES`). Returns (results, the trained
+        seeds' names in them)."""
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            results = self.registration.evaluate(config, params, out)
+        printed = buffer.getvalue()
+        names = None
+        for path in sorted(glob.glob(os.path.join(out, "eval*.json"))):
+            with open(path) as f:
+                old = json.load(f)
+            entries = _entries(old)
+            mapping = _renaming(entries, run_name(out), config.seeds) if entries else {}
+            if not mapping:
+                continue
+            new = _renamed(old, mapping)
+            atomic_write_text(path, json.dumps(new, indent=1 if "policies" in new else 2))
+            before, after = _table(old), _table(new)
+            if before and before in printed:
+                printed = printed.replace(before, after)
+            if os.path.basename(path) == "eval.json":
+                names, results = list(mapping.values()), _renamed(results, mapping)
+        sys.stdout.write(printed)
+        sys.stdout.flush()
+        return results, names or trained_names(out, config.seeds)
 
 
-TEACHER_CURVE = ("greedy_match", "greedy action = the teacher's", "match")
-LOSS_CURVE = ("loss", "loss", "loss")
+def run_name(out: str) -> str:
+    """The name a run's trained policy goes by: its directory's name."""
+    return os.path.basename(os.path.normpath(os.path.abspath(out)))
+
+
+# What a registration's evaluation calls the trained seeds, renamed after the run (vte's
+# synthetic cluster's; OpenB's "learned" rows keep their name, which its power experiments
+# and their tests read).
+OLD_NAMES = ("policy",)
+
+
+def trained_names(out: str, seeds: int, taken=()) -> list[str]:
+    """The evaluation's names of a run's trained seeds: the run directory's name for seed
+    0, `NAME_seedS` for the others (`NAME_run` where the name is already a policy's)."""
+    base = run_name(out)
+    if base in taken or base in OLD_NAMES:
+        base += "_run"
+    return [base if s == 0 else f"{base}_seed{s}" for s in range(seeds)]
+
+
+def trained_entry(results: dict, run_dir: str, seed: int = 0):
+    """The entry of seed `seed` of a run in its evaluation (`eval.json`), whichever name it
+    has: the run's (`trained_names`), or `policy` / `policy_seedS` in files written before
+    the rows were named by the run; None when absent."""
+    entries = _entries(results) or {}
+    for old in OLD_NAMES:
+        olds = {s: old if s == 0 else f"{old}_seed{s}" for s in range(seed + 1)}
+        if olds[seed] in entries:
+            return entries[olds[seed]]
+    base = run_name(run_dir)     # "NAME_run" where NAME was a policy's, else NAME
+    for names in (trained_names(run_dir, seed + 1, {base}), trained_names(run_dir, seed + 1)):
+        if names[seed] in entries:
+            return entries[names[seed]]
+    return None
+
+
+def _entries(result: dict) -> dict | None:
+    """The policy -> metrics part of an evaluation: the run_grid layout's "policies", else
+    the whole (vte.evaluate's)."""
+    inner = result.get("policies") if isinstance(result, dict) else None
+    return inner if isinstance(inner, dict) else result
+
+
+def _renaming(entries: dict, base: str, seeds: int) -> dict:
+    """old name -> new of the trained seeds found in `entries` (none: {})."""
+    for old in OLD_NAMES:
+        olds = [old if s == 0 else f"{old}_seed{s}" for s in range(seeds)]
+        if all(o in entries for o in olds):
+            taken = set(entries) - set(olds)
+            new = trained_names(base, seeds, taken)
+            return dict(zip(olds, new))
+    return {}
+
+
+def _renamed(result: dict, mapping: dict) -> dict:
+    """`result` with the entries of `mapping` renamed, in their order."""
+    def rename(d):
+        return {mapping.get(k, k): v for k, v in d.items()}
+    if isinstance(result.get("policies"), dict):
+        return {**result, "policies": rename(result["policies"])}
+    return rename(result)
+
+
+def _table(result: dict) -> str | None:
+    """The text table an evaluation prints (the run_grid layout's or vte.evaluate's)."""
+    try:
+        if isinstance(result.get("policies"), dict):
+            from vte.openb.experiment import format_table
+            return format_table(result)
+        from vte.evaluate import table
+        return table(result)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def teacher_curve(algorithm: str, name: str) -> tuple:
+    """The learning-curve panel of `greedy_match`: imitation learns the teacher's action,
+    PPO never sees it (the environment's optimum, monitored only)."""
+    if algorithm == "imitate":
+        title = f"greedy action = the teacher's ({name}): share of decisions"
+    else:
+        title = (f"greedy action = the {name} one: share of decisions "
+                 "(monitored, not trained on)")
+    return ("greedy_match", title, "match")
+
+
+LOSS_TITLES = {"ppo": "PPO loss: clipped surrogate + vf_coef * value - ent_coef * entropy",
+               "imitate": "imitation loss: cross-entropy to the teacher + vf_coef * value"}
+
+
+def loss_curve(algorithm: str, distill: bool = False) -> tuple:
+    title = LOSS_TITLES.get(algorithm, "loss")
+    if algorithm == "imitate" and distill:
+        title += " + distillation"
+    return ("loss", title, "loss")
 
 
 def make_env(config) -> TrainEnv:
@@ -119,7 +248,11 @@ def make_env(config) -> TrainEnv:
         act = built if built is not None else reg.policies()[name]
         teacher = lambda key, state, obs: act(key, state, params)   # noqa: E731
         costs = getattr(act, "gives_costs", False)
-    curves = ((TEACHER_CURVE,) if teacher is not None else ()) + tuple(reg.curves) + (LOSS_CURVE,)
+    algorithm = getattr(config, "algorithm", "")
+    distill = (getattr(config, "distill_temp", 0) > 0
+               and (costs or reg.action_costs is not None))
+    curves = (((teacher_curve(algorithm, name),) if teacher is not None else ())
+              + tuple(reg.curves) + (loss_curve(algorithm, distill),))
     return TrainEnv(registration=reg, env=env, params=params,
                     network=reg.network(config.hidden), teacher=teacher, curves=curves,
                     teacher_costs=costs)

@@ -10,7 +10,10 @@ it in a Python loop that returns every `--log-every` updates, writing the run di
     OUT/checkpoints/        orbax checkpoints (every --checkpoint-every updates, at the end;
                             the newest --keep-checkpoints of them, 3 by default)
     OUT/checksums.json      a SHA-256 of each checkpoint, verified before it is restored
-    OUT/eval.json           the trained policy against the baselines (`TrainEnv.evaluate`)
+    OUT/eval.json           the trained policy against the baselines (`TrainEnv.evaluate`),
+                            its row named by the run (the directory's name)
+    OUT/tensorboard/        with --tensorboard: metrics.jsonl's scalars as TensorBoard event
+                            files, one stream per seed (`train/tensorboard.py`)
 
 Several devices (`--devices N`, default every local device) run the same program, data
 parallel: the compiled update takes its inputs with the environments split over a
@@ -46,10 +49,10 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from train import multihost
+from train import multihost, tensorboard
 from train.config import TrainConfig, invalid
 from train.core import Runner, over_seeds, seed_keys
-from train.envs import make_env
+from train.envs import make_env, run_name
 from vte import checkpoint as ckpt
 from vte import registry
 from vte import distributed as dist
@@ -197,6 +200,11 @@ def parse(argv, config_cls: type[TrainConfig], description: str):
         devices = check_devices(config, getattr(args, "devices", None))
     except ValueError as err:
         parser.error(str(err))
+    if config.tensorboard:
+        try:
+            tensorboard.require()
+        except RuntimeError as err:
+            parser.error(str(err))
     return config, out, resume, args.stop_after_updates, devices, args.overwrite
 
 
@@ -221,7 +229,7 @@ def _flags_given(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
 
 
 RUN_FILES = (ckpt.CONFIG_FILE, "metrics.jsonl", "learning_curve.png", "eval.json",
-             ckpt.CHECKSUM_FILE, ckpt.CHECKPOINT_DIR)
+             ckpt.CHECKSUM_FILE, ckpt.CHECKPOINT_DIR, tensorboard.DIR)
 
 
 def check_out_dir(out: str, overwrite: bool) -> None:
@@ -470,7 +478,8 @@ class _Preemption:
 # configurations does not keep every executable alive.
 _COMPILED: "collections.OrderedDict" = collections.OrderedDict()
 COMPILED_KEPT = 8
-_OUTPUT_KEYS = ("log_every", "checkpoint_every", "keep_checkpoints", "eval_episodes", "init_from")
+_OUTPUT_KEYS = ("log_every", "checkpoint_every", "keep_checkpoints", "eval_episodes", "init_from",
+                "tensorboard")
 
 
 def _compiled(config: TrainConfig, what, build: Callable):
@@ -501,12 +510,19 @@ def run(config: TrainConfig, make_update: Callable, out: str, resume: bool = Fal
     files there (and refuses a directory holding anything else)."""
     from tqdm.auto import tqdm
 
+    t_begin = time.perf_counter()
     mesh = training_mesh(check_devices(config, devices))
     primary = jax.process_index() == 0
+    say = progress and primary
+    if config.tensorboard:
+        tensorboard.require()      # before any work: one line naming the install command
     if not resume and primary:     # process 0 alone: the others would race with its writes
         check_out_dir(out, overwrite)
         if overwrite:
             clear_run_files(out)
+    if say:
+        print(first_line(config, out, resume, mesh.size), file=sys.stderr, flush=True)
+    board = None
     mngr = ckpt.checkpoint_manager(out, max_to_keep=config.keep_checkpoints or None)
     try:   # closed on every exit: no orbax thread outlives the run
         if primary:
@@ -536,6 +552,10 @@ def run(config: TrainConfig, make_update: Callable, out: str, resume: bool = Fal
             start, rows, elapsed = 0, [], 0.0
         if primary:   # rows past the restored checkpoint are dropped, in one atomic write
             atomic_write_text(metrics_path, "".join(json.dumps(row) + "\n" for row in rows))
+        if primary and config.tensorboard:   # a resumed stream restarts after the checkpoint
+            board = tensorboard.Writer(out, config.seeds,
+                                       start * config.batch_size + 1 if resume else None,
+                                       None if resume else config.to_dict())
 
         def get_chunk():
             """`chunk(runner, length)`: `length` (1..log_every) updates of every seed at
@@ -569,9 +589,11 @@ def run(config: TrainConfig, make_update: Callable, out: str, resume: bool = Fal
         with _Preemption(mngr) as preemption:
             try:
                 if u < end:
-                    if progress and primary:
-                        print(f"{config.algorithm}: compiling ...", file=sys.stderr, flush=True)
                     fn = get_chunk()
+                    if say:
+                        print(f"{config.algorithm}: compiled in "
+                              f"{time.perf_counter() - t_begin:.0f} s; training",
+                              file=sys.stderr, flush=True)
                 bar = tqdm(total=num_updates, initial=start, unit="update",
                            disable=not (progress and primary), desc=config.algorithm,
                            dynamic_ncols=True)
@@ -588,6 +610,8 @@ def run(config: TrainConfig, make_update: Callable, out: str, resume: bool = Fal
                         with open(metrics_path, "a") as f:
                             for row in new_rows:
                                 f.write(json.dumps(row) + "\n")
+                        if board is not None:
+                            board.rows(new_rows)
                     # The runner advances once its rows are written: an interrupt saves a state
                     # whose every update is logged (rows past it are dropped on resume).
                     runner, elapsed, u = new_runner, elapsed + dt, u + length
@@ -610,14 +634,77 @@ def run(config: TrainConfig, make_update: Callable, out: str, resume: bool = Fal
         if not primary:
             return {}
         plot_learning_curve(rows, os.path.join(out, "learning_curve.png"), config, env.curves)
+        results = {}
         if u < num_updates:
             print(f"stopped after {u} of {num_updates} updates; continue with --resume {out}")
-            return {}
-        if config.eval_episodes == 0:
-            return {}
-        return env.evaluate(config, jax.device_get(runner.params), out)
+        elif config.eval_episodes != 0:
+            results, names = env.evaluate_named(config, jax.device_get(runner.params), out)
+            if board is not None:
+                entries = tensorboard_entries(results, names)
+                board.evaluation(entries, u * config.batch_size)
+        print(outputs_summary(config, out, len(rows), u, num_updates, sorted(mngr.all_steps()),
+                              bool(results), time.perf_counter() - t_begin))
+        return results
     finally:
+        if board is not None:
+            board.close()
         mngr.close()
+
+
+ALGORITHMS = {"ppo": "PPO", "imitate": "imitation"}
+
+
+def first_line(config: TrainConfig, out: str, resume: bool, devices: int) -> str:
+    """What the run is about to compile, how long that takes and where it is cached."""
+    what = ALGORITHMS.get(config.algorithm, config.algorithm)
+    teacher = getattr(config, "teacher", None)
+    if config.algorithm == "imitate" and teacher:
+        what += f" of {teacher}"
+    shape = (f"{config.num_envs:,} environments x {config.num_nodes} nodes"
+             + (f" x {config.seeds} seeds" if config.seeds > 1 else "")
+             + (f" on {devices} devices" if devices > 1 else "")
+             + (f", --env {config.env}" if config.env != "synthetic" else ""))
+    cache = (jax.config.jax_compilation_cache_dir
+             if jax.config.jax_enable_compilation_cache else None)
+    cached = (f"cached in {_tilde(cache)} after (the next run of this configuration loads it)"
+              if cache else "the compilation cache is off (--compilation-cache off): every "
+              "run compiles")
+    doing = f"continuing {out}" if resume else f"into {out}"
+    return (f"{config.algorithm}: compiling the training program ({what}, {shape}; "
+            f"{config.num_updates:,} updates of {config.batch_size:,} env steps, {doing}); "
+            f"the first time takes ~0.5-1.5 min on a 2-core CPU, {cached}")
+
+
+def tensorboard_entries(results: dict, names: list[str]) -> list:
+    """Each trained seed's entry of an evaluation (vte.evaluate's layout or run_grid's)."""
+    inner = results.get("policies") if isinstance(results.get("policies"), dict) else results
+    return [inner.get(name) for name in names]
+
+
+def outputs_summary(config: TrainConfig, out: str, rows: int, done: int, updates: int,
+                    steps: list[int], evaluated: bool, seconds: float) -> str:
+    """Where every output of the run went, one line each."""
+    def at(name):
+        return os.path.join(out, name)
+    minutes = seconds / 60
+    head = (f"{config.algorithm}: {'done' if done == updates else 'stopped'} after {done:,} of "
+            f"{updates:,} updates ({done * config.batch_size:,} env steps per seed) in "
+            f"{minutes:.1f} min. Outputs:")
+    lines = [head,
+             f"  {at('config.json'):<40} the configuration (--resume {out} continues the run)",
+             f"  {at('metrics.jsonl'):<40} {rows:,} rows, one per update and seed",
+             f"  {at('learning_curve.png'):<40} the logged metrics against env steps"]
+    if evaluated:
+        lines.append(f"  {at('eval.json'):<40} {run_name(out)} against the baselines "
+                     "(the table above)")
+    if steps:
+        lines.append(f"  {at(ckpt.CHECKPOINT_DIR) + os.sep:<40} checkpoints of updates "
+                     f"{', '.join(map(str, steps))} (vte.load_policy({out!r}); "
+                     f"{out}@{steps[-1]} names one)")
+    if config.tensorboard:
+        lines.append(f"  {at(tensorboard.DIR) + os.sep:<40} event files, one run per seed: "
+                     f"tensorboard --logdir {at(tensorboard.DIR)}")
+    return "\n".join(lines)
 
 
 def _postfix(rows: list[dict], sps: float, curves: tuple) -> dict:
