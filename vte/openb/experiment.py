@@ -214,10 +214,17 @@ def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[st
         keys = jax.vmap(jax.random.PRNGKey)(np.asarray(run_seeds, np.uint32))
         length = int(batch.valid.shape[1])
 
+        pods_done = 0
+
         def step(done):
+            # The bar advances by the runs' share of pods replayed, computed afresh from the
+            # pods done (not summed from float shares, which could pass the total).
+            nonlocal pods_done
             with lock:
+                before = len(run_seeds) * min(pods_done, length) / length
+                pods_done += done
                 bar.set_description(f"{trace_name(pods)} {name}")
-                bar.update(done / length * len(run_seeds))
+                advance(bar, len(run_seeds) * min(pods_done, length) / length - before)
         log = simulator.replay(chosen[name], spec, batch, ranks, keys, chunk=chunk,
                                progress=step if bar is not None else None)
         curves = simulator.curves(log, total_gpus, end_x)
@@ -240,7 +247,7 @@ def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[st
             if (name, seed) in cache_keys:
                 cache.put(cache_keys[name, seed], record)
     if own_bar:
-        bar.close()
+        close_bar(bar)
     results = {}
     for name in chosen:
         per_seed = [records[name][s] for s in seeds]
@@ -277,6 +284,25 @@ def run_grid(nodes: NodeTable, pods: PodTable, policies: Sequence[str] | dict[st
 BAR_FORMAT = "{desc:<22} {percentage:3.0f}%|{bar}| {n:.1f}/{total} runs [{elapsed}<{remaining}]"
 
 
+def advance(bar, amount: float) -> None:
+    """`bar.update(amount)`, never past the bar's total: a bar counting in fractions of a
+    run ends exactly at it (past it tqdm warns "clamping frac" and shows a negative time
+    left)."""
+    if bar.total is not None:
+        amount = min(amount, bar.total - bar.n)
+    if amount > 0:
+        bar.update(amount)
+
+
+def close_bar(bar) -> None:
+    """Closes a bar counting fractions of runs, its count rounded where float sums left it
+    a hair off a whole number of runs."""
+    if abs(bar.n - round(bar.n)) < 1e-6:
+        bar.n = round(bar.n)
+        bar.refresh()
+    bar.close()
+
+
 def run_traces(nodes: NodeTable, traces: Sequence[PodTable], policies: Sequence[str] | dict[str, Policy],
                seeds: Sequence[int] = PUBLISHED_SEEDS, tune: float = PUBLISHED_TUNE,
                chunk: int = 512, progress: bool = False, cache: RunCache | None = None,
@@ -307,7 +333,7 @@ def run_traces(nodes: NodeTable, traces: Sequence[PodTable], policies: Sequence[
                 on_trace(name, results[name])
     finally:
         if bar is not None:
-            bar.close()
+            close_bar(bar)
     return results
 
 
