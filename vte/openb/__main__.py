@@ -169,6 +169,36 @@ def _learned(run_dir: str, num_models: int):
         raise ValueError(f"--policies: {err}") from None
 
 
+def make_policy(name: str, models, plan_settings=None, pods_first: bool = False,
+                rollouts: str | None = None, confidence: float = 0.0, pod_value: float = 0.0):
+    """The replay policy a --policies name means, on a node file of GPU `models`
+    (`NodeTable.models`): the one place a name becomes a policy (`python -m vte.openb`,
+    the kube-scheduler extender `vte.kube`). `plan_settings`: the planner's (candidates,
+    futures, horizon, start), default `lookahead.DEFAULTS`; the other keywords are the
+    --plan-* flags. ValueError naming the name when it means no policy."""
+    if plan_settings is None:
+        d = lookahead.DEFAULTS
+        plan_settings = lookahead.check_settings(d["candidates"], d["futures"], d["horizon"],
+                                                 d["start"])
+
+    def policy(name):
+        if name.startswith(PLAN):
+            return lookahead.planner(
+                policy(name[len(PLAN):]), *plan_settings, pods_first=pods_first,
+                rollouts=None if rollouts is None else policy(rollouts),
+                confidence=confidence, pod_value=pod_value)
+        within = _within(name)
+        if within is not None:
+            margin, switch_at, late_margin, base, fill = within
+            return pwr_within(policy(base), margin, models, switch_at=switch_at,
+                              late_margin=late_margin, fill_sockets=fill)
+        if _is_run(name):
+            return _learned(name, max(len(models), 1))
+        return policy_by_name(name, models)
+
+    return policy(name)
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m vte.openb", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -274,19 +304,9 @@ def main(argv: list[str] | None = None) -> dict:
     pod_tables = [load_pods(name, nodes) for name in traces]        # every file checked first
 
     def policy(name):
-        if name.startswith(PLAN):
-            return lookahead.planner(
-                policy(name[len(PLAN):]), *plan_settings, pods_first=args.plan_pods_first,
-                rollouts=None if args.plan_rollouts is None else policy(args.plan_rollouts),
-                confidence=args.plan_confidence, pod_value=args.plan_pod_value)
-        within = _within(name)
-        if within is not None:
-            margin, switch_at, late_margin, base, fill = within
-            return pwr_within(policy(base), margin, nodes.models, switch_at=switch_at,
-                              late_margin=late_margin, fill_sockets=fill)
-        if _is_run(name):
-            return _learned(name, max(len(nodes.models), 1))
-        return policy_by_name(name, nodes.models)
+        return make_policy(name, nodes.models, plan_settings, pods_first=args.plan_pods_first,
+                           rollouts=args.plan_rollouts, confidence=args.plan_confidence,
+                           pod_value=args.plan_pod_value)
 
     chosen = {name: policy(name) for name in policies}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
