@@ -80,6 +80,7 @@ def main(argv=None) -> dict:
     obs = torch.tensor(obs)
     updates = args.total_timesteps // (T * N)
     start = time.perf_counter()
+    print(f"training {updates * T * N:,} steps ({N} environments, seed {args.seed}):", flush=True)
     for update in range(updates):
         for g in optim.param_groups:
             g["lr"] = lr * (1.0 - update / updates)
@@ -119,6 +120,10 @@ def main(argv=None) -> dict:
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
                 optim.step()
+        if (update + 1) % max(1, updates // 10) == 0:      # a line every tenth of the updates
+            print(f"  update {update + 1:>4}/{updates}: {(update + 1) * T * N:>8,} env steps, "
+                  f"rollout mean reward {float(buf['reward'].mean()):7.3f} "
+                  f"({time.perf_counter() - start:.0f} s)", flush=True)
     print(f"trained {updates * T * N:,} steps in {time.perf_counter() - start:.0f} s")
     envs.close()
 

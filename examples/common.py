@@ -73,7 +73,9 @@ def held_out(policies: dict, params: vte.EnvParams, episodes: int = EPISODES,
 
 
 def report(title: str, scores: dict[str, float]) -> None:
-    """One line per policy, best first."""
-    print(f"{title}: mean held-out episode return ({EPISODES} scenarios)")
+    """What was measured, then one line per policy, best first."""
+    print(f"{title}: mean held-out episode return ({EPISODES} scenarios never trained on, "
+          f"seeds {HELD_OUT_SEED:,}.., one whole episode each; the return is minus the "
+          "episode's summed regret against the optimum, so 0 is optimal and higher is better)")
     for name, value in sorted(scores.items(), key=lambda kv: -kv[1]):
         print(f"  {name:>16}  {value:9.2f}")

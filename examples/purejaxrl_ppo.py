@@ -83,7 +83,7 @@ def make_train(config: dict, env: ClusterEnv, env_params):
         zeros = jnp.zeros(config["NUM_ENVS"])
         log = LogState(env_state, zeros, zeros)
 
-        def update(runner, _):
+        def update(runner, u):
             # COLLECT TRAJECTORIES
             def env_step(runner, _):
                 state, log, last_obs, rng = runner
@@ -143,13 +143,24 @@ def make_train(config: dict, env: ClusterEnv, env_params):
                 return (state, rng), None
 
             (state, rng), _ = jax.lax.scan(epoch, (state, rng), None, config["UPDATE_EPOCHS"])
-            return (state, log, last_obs, rng), traj.episode_return[-1].mean()
+            mean_return = traj.episode_return[-1].mean()
+            # PROGRESS: a line every tenth of the updates, from inside the compiled loop
+            every = max(1, num_updates // 10)
+            jax.lax.cond((u + 1) % every == 0, lambda: jax.debug.callback(
+                _progress, u + 1, num_updates, mean_return, config["NUM_STEPS"] * config["NUM_ENVS"]),
+                lambda: None)
+            return (state, log, last_obs, rng), mean_return
 
         rng, k_run = jax.random.split(rng)
-        runner, returns = jax.lax.scan(update, (state, log, obs, k_run), None, num_updates)
+        runner, returns = jax.lax.scan(update, (state, log, obs, k_run), jnp.arange(num_updates))
         return runner[0], returns
 
     return train
+
+
+def _progress(update, updates, mean_return, batch):
+    print(f"  update {int(update):>4}/{updates}: {int(update) * batch:>10,} env steps, training "
+          f"episode return {float(mean_return):8.2f}", flush=True)
 
 
 # PureJaxRL's defaults, but for two: GAMMA 0, since each decision's reward is its own
@@ -176,6 +187,9 @@ def main(argv=None) -> dict:
     params = vte.EnvParams(num_nodes=args.num_nodes)
     env = ClusterEnv(params, observation="flat", step_api="legacy")    # the vte line
     start = time.perf_counter()
+    print(f"compiling and training {args.total_timesteps:,} steps ({config['NUM_ENVS']} "
+          f"environments of {args.num_nodes} nodes, seed {args.seed}); a line every tenth:",
+          flush=True)
     state, returns = jax.block_until_ready(
         jax.jit(make_train(config, env, env.default_params))(jax.random.PRNGKey(args.seed)))
     seconds = time.perf_counter() - start

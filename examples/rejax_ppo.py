@@ -46,6 +46,19 @@ def main(argv=None) -> dict:
                       max_grad_norm=0.5, gamma=0.0, gae_lambda=0.95, ent_coef=0.01,
                       eval_freq=max(args.total_timesteps // 4, args.num_envs * 128),
                       agent_kwargs={"activation": "tanh", "hidden_layer_sizes": (128, 128)})
+    default_eval = algo.eval_callback
+
+    def eval_callback(algo, ts, rng):   # rejax's own evaluation, printed as it happens
+        lengths, returns = default_eval(algo, ts, rng)
+        jax.debug.callback(lambda step, r: print(f"  {int(step):>10,} env steps: rejax's "
+                                                 f"evaluation return {float(r):8.2f}", flush=True),
+                           ts.global_step, returns.mean())
+        return lengths, returns
+
+    algo = algo.replace(eval_callback=eval_callback)
+    print(f"compiling and training {args.total_timesteps:,} steps ({args.num_envs} environments "
+          f"of {args.num_nodes} nodes, seed {args.seed}); rejax evaluates every "
+          f"{algo.eval_freq:,} steps:", flush=True)
     start = time.perf_counter()
     train_state, (lengths, returns) = jax.block_until_ready(
         jax.jit(algo.train)(jax.random.PRNGKey(args.seed)))

@@ -18,9 +18,27 @@ import time
 
 import gymnasium as gym
 from sb3_contrib import MaskablePPO
+from stable_baselines3.common.callbacks import BaseCallback
 
 import vte
 import vte.adapters.gymnasium  # noqa: F401  (registers the vte/ ids)
+
+
+class Progress(BaseCallback):
+    """A line after each rollout: steps so far, the rollout's mean reward, wall time."""
+
+    def __init__(self, start: float):
+        super().__init__()
+        self.start = start
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        rewards = self.model.rollout_buffer.rewards
+        print(f"  {self.num_timesteps:>8,} env steps: rollout mean reward "
+              f"{float(rewards.mean()):7.3f} ({time.perf_counter() - self.start:.0f} s)",
+              flush=True)
 
 
 def main(argv=None) -> dict:
@@ -35,7 +53,9 @@ def main(argv=None) -> dict:
     model = MaskablePPO("MlpPolicy", env, n_steps=1024, batch_size=256, gamma=0.0,
                         ent_coef=0.01, seed=args.seed, verbose=0)
     start = time.perf_counter()
-    model.learn(total_timesteps=args.total_timesteps)
+    print(f"training {args.total_timesteps:,} steps ({args.num_nodes} nodes, seed {args.seed}):",
+          flush=True)
+    model.learn(total_timesteps=args.total_timesteps, callback=Progress(start))
     print(f"trained {args.total_timesteps:,} steps in {time.perf_counter() - start:.0f} s")
 
     from common import flat, held_out, report
