@@ -204,6 +204,10 @@ def main(argv: list[str] | None = None) -> dict:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", default="gpu", help="node file: 'gpu' (1213 GPU nodes, the "
                         "paper's), 'all' (adds 310 CPU-only nodes) or a path")
+    parser.add_argument("--cluster", default=None, metavar="SNAPSHOT",
+                        help="replay your own cluster instead of --nodes and --pods: a "
+                             "snapshot (kubectl get nodes,pods -A -o json, or Node and Pod "
+                             "YAML; vte.kube.objects): its pods on its nodes, with --tune")
     parser.add_argument("--pods", default="default",
                         help="pod file: a bundled name (default, gpuspec10, multigpu20, ...: "
                              "the seventeen of the paper's artifact) or a path; several joined "
@@ -292,7 +296,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.bound and importlib.util.find_spec("scipy") is None:
         raise ValueError("--bound solves a linear program with scipy, which is not installed: "
                          "pip install scipy")
-    traces = _traces(args.pods)
+    traces = [args.cluster] if args.cluster is not None else _traces(args.pods)
     several = len(traces) > 1
     for flag, path in (("--json", args.json), ("--png", args.png)):
         if path is not None and several:
@@ -300,8 +304,15 @@ def main(argv: list[str] | None = None) -> dict:
         elif path is not None:
             check_output_path(path, flag)
     cache = None if args.cache == "none" else RunCache(args.cache or default_cache())
-    nodes = load_nodes(args.nodes)
-    pod_tables = [load_pods(name, nodes) for name in traces]        # every file checked first
+    if args.cluster is not None:      # your own cluster as the twin (one converter: vte.kube)
+        from vte.kube.objects import load_snapshot
+        nodes, snapshot_pods = load_snapshot(args.cluster)
+        pod_tables = [snapshot_pods]
+        if os.path.isdir(args.cluster):
+            cache = None              # the cache keys runs by file bytes
+    else:
+        nodes = load_nodes(args.nodes)
+        pod_tables = [load_pods(name, nodes) for name in traces]    # every file checked first
 
     def policy(name):
         return make_policy(name, nodes.models, plan_settings, pods_first=args.plan_pods_first,
