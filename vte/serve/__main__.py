@@ -1,4 +1,5 @@
-"""Serve a vte policy over DECICE's scheduler API.
+"""Serve a vte policy over DECICE's scheduler API (or, with `--protocol kube-extender`,
+as a kube-scheduler extender: `vte.kube.cli`, docs/kubernetes.md).
 
     python -m vte.serve --policy runs/ppo [--host 127.0.0.1] [--port 8030]
         [--api-key-env VTE_API_KEY] [--weights 1 1 1] [--max-batch 64] [--window-ms 0]
@@ -53,7 +54,17 @@ def warmup_shapes(nodes, tasks, batches, sites=(4,)) -> list[tuple[int, int, int
     return sorted(shapes, key=lambda k: (k[1] * k[3] * k[0], k))
 
 
+PROTOCOLS = ("decice", "kube-extender")
+
+
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("--protocol", choices=PROTOCOLS, default="decice")
+    known, rest = first.parse_known_args(argv)
+    if known.protocol == "kube-extender":        # its own flags (--help lists them)
+        from vte.kube.cli import main as kube_main
+        return kube_main(rest)
     try:
         from vte.serve import server as srv
         from vte.serve.app import BODY_TIMEOUT_S, MAX_BODY_BYTES, create_app
@@ -62,6 +73,10 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m vte.serve", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="decice",
+                        help="decice: DECICE's POST /schedule (default); kube-extender: a "
+                             "kube-scheduler extender with an OpenB policy (its own flags: "
+                             "--protocol kube-extender --help)")
     parser.add_argument("--policy", required=True,
                         help="training run directory, heuristic name or 'optimal'")
     parser.add_argument("--host", default="127.0.0.1")
