@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--cluster", default=None, metavar="SNAPSHOT",
                         help="replay your own cluster instead of --nodes and --pods: a "
                              "snapshot (kubectl get nodes,pods -A -o json, or Node and Pod "
-                             "YAML; vte.kube.objects): its pods on its nodes, with --tune")
+                             "YAML; vte.openb.kube.objects): its pods on its nodes, with --tune")
     parser.add_argument("--pods", default="default",
                         help="pod file: a bundled name (default, gpuspec10, multigpu20, ...: "
                              "the seventeen of the paper's artifact) or a path; several joined "
@@ -304,8 +304,8 @@ def main(argv: list[str] | None = None) -> dict:
         elif path is not None:
             check_output_path(path, flag)
     cache = None if args.cache == "none" else RunCache(args.cache or default_cache())
-    if args.cluster is not None:      # your own cluster as the twin (one converter: vte.kube)
-        from vte.kube.objects import load_snapshot
+    if args.cluster is not None:      # your own cluster as the twin (one converter: vte.openb.kube)
+        from vte.openb.kube.objects import load_snapshot
         nodes, snapshot_pods = load_snapshot(args.cluster)
         pod_tables = [snapshot_pods]
         if os.path.isdir(args.cluster):

@@ -1,5 +1,5 @@
 """Serve a vte policy over DECICE's scheduler API (or, with `--protocol kube-extender`,
-as a kube-scheduler extender: `vte.kube.cli`, docs/kubernetes.md).
+as a kube-scheduler extender: `vte.openb.kube.cli`, docs/kubernetes.md).
 
     python -m vte.serve --policy runs/ppo [--host 127.0.0.1] [--port 8030]
         [--api-key-env VTE_API_KEY] [--weights 1 1 1] [--max-batch 64] [--window-ms 0]
@@ -25,6 +25,7 @@ tracing a new program never holds the server's GIL.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -54,7 +55,9 @@ def warmup_shapes(nodes, tasks, batches, sites=(4,)) -> list[tuple[int, int, int
     return sorted(shapes, key=lambda k: (k[1] * k[3] * k[0], k))
 
 
-PROTOCOLS = ("decice", "kube-extender")
+# Other protocols live in environment packages, loaded by name when asked for (as the
+# registry loads registrations), so that this module imports none of them.
+PROTOCOLS = {"decice": None, "kube-extender": "vte.openb.kube.cli:main"}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -62,9 +65,9 @@ def main(argv: list[str] | None = None) -> None:
     first = argparse.ArgumentParser(add_help=False)
     first.add_argument("--protocol", choices=PROTOCOLS, default="decice")
     known, rest = first.parse_known_args(argv)
-    if known.protocol == "kube-extender":        # its own flags (--help lists them)
-        from vte.kube.cli import main as kube_main
-        return kube_main(rest)
+    if PROTOCOLS[known.protocol] is not None:    # its own flags (--help lists them)
+        module, _, attribute = PROTOCOLS[known.protocol].partition(":")
+        return getattr(importlib.import_module(module), attribute)(rest)
     try:
         from vte.serve import server as srv
         from vte.serve.app import BODY_TIMEOUT_S, MAX_BODY_BYTES, create_app

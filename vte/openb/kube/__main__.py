@@ -1,9 +1,9 @@
-"""`python -m vte.kube export`: a trace as Node and Pod YAML (the FGD simulator's form).
+"""`python -m vte.openb.kube export`: a trace as Node and Pod YAML (the FGD simulator's form).
 
-    python -m vte.kube export --pods default --out DIR [--nodes gpu] [--namespace default]
+    python -m vte.openb.kube export --pods default --out DIR [--nodes gpu] [--namespace default]
 
 writes DIR/nodes.yaml (one v1.Node per node of --nodes) and DIR/pods.yaml (one v1.Pod per
-pod of --pods, in file order): the objects `vte.kube.objects` reads back, so
+pod of --pods, in file order): the objects `vte.openb.kube.objects` reads back, so
 `python -m vte.openb --cluster DIR` replays the trace itself. `kubectl apply
 --dry-run=client -f DIR` accepts both files (pods: one container, requests = limits, the
 GPU annotations; nodes: allocatable and capacity with the GPU count and milli).
@@ -19,7 +19,7 @@ from vte.files import atomic_write_text
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vte.kube", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m vte.openb.kube", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     export = sub.add_parser("export", help="write a trace as Node and Pod YAML")
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--namespace", default="default", help="the pods' namespace")
     args = parser.parse_args(argv)
 
-    from vte.kube.objects import node_objects, pod_objects, to_yaml
+    from vte.openb.kube.objects import node_objects, pod_objects, to_yaml
     from vte.openb.trace import TraceError, load_nodes, load_pods
     try:
         nodes = load_nodes(args.nodes)

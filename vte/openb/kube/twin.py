@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vte.kube.objects import NodeRow, PodRow
+from vte.openb.kube.objects import NodeRow, PodRow
 from vte.openb import cluster
 from vte.openb.cluster import MAX_PODS_PER_NODE, SHARE_CLASS, Pod, Spec, State, Typical
 from vte.openb.policies import POLICIES

@@ -24,15 +24,15 @@ import argparse
 import logging
 import sys
 
-from vte.kube.extender import BODY_TIMEOUT_S, MAX_BODY_BYTES
+from vte.openb.kube.extender import BODY_TIMEOUT_S, MAX_BODY_BYTES
 
 
 def build(args) -> tuple:
     """(app, name, binder) from parsed arguments; ValueError naming the bad flag."""
-    from vte.kube import objects
-    from vte.kube.convention import Convention
-    from vte.kube.extender import Extender, create_app
-    from vte.kube.twin import Twin
+    from vte.openb.kube import objects
+    from vte.openb.kube.convention import Convention
+    from vte.openb.kube.extender import Extender, create_app
+    from vte.openb.kube.twin import Twin
     from vte.openb.__main__ import make_policy
     from vte.openb.power import BUNDLED_MODELS
     from vte.openb.trace import load_nodes, load_pods
@@ -61,14 +61,14 @@ def build(args) -> tuple:
     for row in nodes:
         reason = twin.add_node(row)
         if reason:
-            logging.getLogger("vte.kube").warning("node %s: %s", row.name, reason)
+            logging.getLogger("vte.openb.kube").warning("node %s: %s", row.name, reason)
     for row in pods:
         reason = twin.observe(row)
         if reason:
-            logging.getLogger("vte.kube").warning("snapshot: %s", reason)
+            logging.getLogger("vte.openb.kube").warning("snapshot: %s", reason)
     binder = watcher = None
     if args.kubeconfig or args.in_cluster or args.watch:
-        from vte.kube.client import Binder, PodWatcher, load_api
+        from vte.openb.kube.client import Binder, PodWatcher, load_api
         api = load_api(args.kubeconfig, args.in_cluster)
         binder = Binder(api, convention)
         if args.watch:

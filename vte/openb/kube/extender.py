@@ -40,15 +40,15 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
-from vte.kube.convention import DEFAULT, Convention
-from vte.kube.objects import KubeInputError, PodRow, node_row, pod_row
-from vte.kube.twin import Twin
+from vte.openb.kube.convention import DEFAULT, Convention
+from vte.openb.kube.objects import KubeInputError, PodRow, node_row, pod_row
+from vte.openb.kube.twin import Twin
 from vte.serve.app import read_body
 
 MAX_BODY_BYTES = 64 * 1024 * 1024     # all nodes of a large cluster, in full, with their images
 BODY_TIMEOUT_S = 30.0
 FILTER_KEYS = ("Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error")
-log = logging.getLogger("vte.kube")
+log = logging.getLogger("vte.openb.kube")
 
 
 def _json(content, status: int = 200) -> Response:

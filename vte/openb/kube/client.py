@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 import threading
 
-from vte.kube.convention import Convention
-from vte.kube.objects import KubeInputError, PodRow, node_row, pod_row
+from vte.openb.kube.convention import Convention
+from vte.openb.kube.objects import KubeInputError, PodRow, node_row, pod_row
 
-log = logging.getLogger("vte.kube")
+log = logging.getLogger("vte.openb.kube")
 
 
 def load_api(kubeconfig: str | None = None, in_cluster: bool = False):

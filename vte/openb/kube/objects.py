@@ -1,12 +1,12 @@
 """Kubernetes Node and Pod objects <-> the replay's rows, tables and YAML: one converter.
 
-Both the extender (`vte.kube.twin`) and `python -m vte.openb --cluster SNAPSHOT` read
-objects through `node_row` and `pod_row`, and `python -m vte.kube export` writes a trace as
+Both the extender (`vte.openb.kube.twin`) and `python -m vte.openb --cluster SNAPSHOT` read
+objects through `node_row` and `pod_row`, and `python -m vte.openb.kube export` writes a trace as
 the objects these read back (`trace -> YAML -> trace` is the identity).
 
 Units as the replay's (`vte/openb/OPENB.md`): CPU in milli-cores (a pod's requests rounded
 up, as `Quantity.MilliValue()`; a node's allocatable rounded down), memory in MiB (a
-pod's rounded up, a node's down), GPUs by the convention (`vte.kube.convention`).
+pod's rounded up, a node's down), GPUs by the convention (`vte.openb.kube.convention`).
 
 A pod's request is what kube-scheduler's NodeResourcesFit counts: the larger of the sum
 over its containers and the largest init container, plus `spec.overhead`; a container
@@ -24,8 +24,8 @@ from typing import Iterable
 
 import numpy as np
 
-from vte.kube import quantity
-from vte.kube.convention import DEFAULT, Convention
+from vte.openb.kube import quantity
+from vte.openb.kube.convention import DEFAULT, Convention
 from vte.openb.trace import MAX_GPUS_PER_NODE, MILLI, NodeTable, PodTable
 
 DEFAULT_POD_LIMIT = 110          # kubelet's default maxPods, when a node reports none

@@ -2,7 +2,7 @@
 
     python -m vte.serve --protocol kube-extender --policy fgd --snapshot cluster.json
     python -m vte.openb --cluster cluster.json --policies all,zoo:openb-evidence --seeds 10
-    python -m vte.kube export --pods default --out DIR      # a trace as Node and Pod YAML
+    python -m vte.openb.kube export --pods default --out DIR      # a trace as Node and Pod YAML
 
 Modules: `quantity` (Kubernetes quantities, exact), `convention` (the GPU-sharing
 annotation and label names), `objects` (Node and Pod objects <-> the replay's rows and
