@@ -50,9 +50,11 @@ def test_the_openb_network_loads_without_the_folders_its_config_records():
     assert not os.path.exists(os.path.join(ROOT, config["init_from"]))
     from vte.openb.registration import learned_policy
     assert callable(learned_policy("zoo:openb-evidence", 7))
-    with pytest.raises(ValueError, match="trained on a node file with 7 GPU models; this one "
-                                         "has 6"):
+    card = importlib.import_module("vte.zoo.card")   # the refusal its card quotes
+    with pytest.raises(ValueError) as err:
         learned_policy("zoo:openb-evidence", 6)
+    assert str(err.value) == "'zoo:openb-evidence': " + card.REFUSAL.format(
+        models=7).replace("has K", "has 6")
 
 
 def test_an_unknown_name_is_named_with_the_zoos_names(tmp_path, monkeypatch):

@@ -63,6 +63,10 @@ def _network_facts(name: str) -> tuple[int, dict]:
 TRACE_FILES = ("openb_distilled_evidence", "openb_{trace}.json")
 POWER_FILES = "openb_power_evidence_top_{trace}.json"
 MARGINS = (4, 8, 12, 16)
+# What loading a one-hot network for a node file of another number of GPU models raises
+# (`vte.openb.network.as_policy`; tests/test_zoo.py checks the text against it).
+REFUSAL = ("the network was trained on a node file with {models} GPU models; this one has "
+           "K: use the node file it trained on")
 CHAIN = "train/openb_evidence_chain.sh"
 WHY_FAILED = {     # measured by benchmarks/failed_pods.py, seeds 42..51 (docs/history.md)
     "cpu250": "On cpu250 it fails more CPU-only pods than FGD and fewer GPU ones.",
@@ -71,12 +75,16 @@ WHY_FAILED = {     # measured by benchmarks/failed_pods.py, seeds 42..51 (docs/h
 }
 
 
+def _traces() -> list[str]:
+    """The traces of the figure files, in their grid's order (its summary.json)."""
+    return list(_json(_result(TRACE_FILES[0], "summary.json"))["ordering"])
+
+
 def _openb_rows(config: dict) -> tuple[list[list[str]], dict]:
     """The seventeen traces' rows (network against FGD and the LP bound) and facts."""
-    from vte.openb.trace import TRACES
     rows, facts = [], {"ahead": 0, "more_failed": [], "closed": [], "jax": set(),
                        "device": set(), "gain_end": []}
-    for trace in TRACES:
+    for trace in _traces():
         run = _json(_result(TRACE_FILES[0], TRACE_FILES[1].format(trace=trace)))
         bound = _json(_result("openb_bound", f"{trace}.json"))["mean"]
         fgd = run["policies"]["fgd"]
@@ -113,9 +121,8 @@ def _openb_rows(config: dict) -> tuple[list[list[str]], dict]:
 def _power_rows() -> tuple[list[list[str]], list[str], dict]:
     """The rows of the power table, their traces, and per margin the plateau savings on the
     traces where it keeps FGD's GRAR on every seed."""
-    from vte.openb.trace import TRACES
     rows, traces, kept = [], [], {m: [] for m in MARGINS}
-    for trace in TRACES:
+    for trace in _traces():
         path = os.path.join(RESULTS, POWER_FILES.format(trace=trace))
         if not os.path.isfile(path):
             continue
@@ -144,16 +151,6 @@ def _chain_times() -> list[tuple[str, int]]:
     return times
 
 
-def _refusal(name: str, models: int) -> str:
-    """What loading the network for a node file of one GPU model fewer says."""
-    from vte.openb.registration import learned_policy
-    try:
-        learned_policy(zoo.PREFIX + name, models - 1)
-    except ValueError as err:
-        return str(err).split(": ", 1)[1].replace(str(models - 1), "K")
-    raise AssertionError(f"{name} loaded for a node file of {models - 1} GPU models")
-
-
 def _chain_command() -> tuple[str, str]:
     """The command that retrains the network, and a note on its setting: one-hot, the
     GPU-model encoding the network reads (a script without that setting trains only it)."""
@@ -162,15 +159,17 @@ def _chain_command() -> tuple[str, str]:
 
 
 def openb_evidence(name: str) -> str:
-    from vte.openb.network import models_of
-    from vte.openb.env import BASE_NODE_FEATURES
-    from vte.openb.registration import load_node_table
+    from vte import registry
     config = _json(os.path.join(zoo.path(name), "config.json"))
     env = config["env"]
     count, variables = _network_facts(name)
-    models = models_of(variables)
-    refusal = _refusal(name, models)
-    node_models = load_node_table(env["nodes"]).models
+    # The node file's GPU models, from the environment the run names (a core module asks
+    # the registry, never the environment's package).
+    node_models = registry.of_run(config).make(nodes=env["nodes"], subset=4,
+                                               seeds=(1,))[0].model_names
+    models = len(node_models)
+    node_features = variables["params"]["node_in"]["kernel"].shape[0] - models
+    refusal = REFUSAL.format(models=models)
     rows, facts = _openb_rows(config)
     power, power_traces, kept = _power_rows()
     margin_summary = "; ".join(
@@ -211,11 +210,11 @@ python -m vte.openb --pods default --policies fgd,zoo:openb-evidence --seeds 10
   the pod's and the arrived share; a deep-sets context (mean and max over the nodes)
   conditions a second per-node layer and gives the "cannot place" logit. The same
   weights serve any number of nodes in any order.
-- **Inputs** (`vte.openb.env.Observation`): per node {BASE_NODE_FEATURES} features (its
+- **Inputs** (`vte.openb.env.Observation`): per node {node_features} features (its
   free CPU, memory and GPUs, FGD's gain and score, its rank, ...) and a one-hot of its GPU
   model, {models} models (the node file `{env['nodes']}`'s: {', '.join(node_models)});
-  the pod to place ({5 + models} features, its model list among them); the arrived share
-  of the cluster's GPUs. Trained at power preference 0: the power inputs add nothing.
+  the pod to place, its GPU model list among its features; the arrived share of the
+  cluster's GPUs. Trained at power preference 0: the power inputs add nothing.
 - **How it acts**: it scores every node; the replay places the pod on the best-scored
   feasible node (ties to the smallest rank), and a pod that shares a GPU takes FGD's GPU on
   that node. Greedy and deterministic: no sampling.
