@@ -9,6 +9,14 @@ its checkpoint, `eval.json`, `TRAINING.json` where it has them) and, for the Ope
 the replays and bounds kept in the repository's `benchmarks/results/` (so this command
 runs in a checkout, not from an installed wheel). The prose around the figures is this
 module's; a test rebuilds each card and compares it with the committed one.
+
+The result files it reads (each card names its own too):
+
+    benchmarks/results/openb_distilled_evidence/openb_*.json and summary.json
+    benchmarks/results/openb_bound/*.json
+    benchmarks/results/openb_power_evidence_top_*.json
+    benchmarks/results/openb_evidence_chain/times.txt
+    train/results/imitate_online10M_seed{0,1,2,3}_eval.json
 """
 
 from __future__ import annotations
@@ -241,7 +249,8 @@ python -m vte.openb --pods default --policies fgd,zoo:openb-evidence --seeds 10
 ```
 
   {total} s ({total / 60:.1f} min) of training on {MACHINE}, nothing else running
-  (2026-12-07): {', '.join(f'{n} {s} s' for n, s in times)}.
+  (2026-12-07): {', '.join(f'{n} {s} s' for n, s in times)}
+  (benchmarks/results/openb_evidence_chain/times.txt in the repository).
 
 ### GPU allocation on the seventeen traces
 
@@ -260,7 +269,10 @@ python -m vte.openb.bound --pods TRACE --seeds 10 --json BOUND.json   # each tra
 
 {_table(['trace', 'alloc @100 %: net / FGD / bound', 'gap closed', 'alloc @130 %: net / FGD / bound', 'net - FGD @130 % (seeds ahead)', 'failed pods: net / FGD'], rows)}
 
-It closes {closed[0]:.0f}-{closed[-1]:.0f} % of FGD's gap to the bound at 100 %.
+It closes {closed[0]:.0f}-{closed[-1]:.0f} % of FGD's gap to the bound at 100 %. The raw
+files, in the repository: benchmarks/results/openb_distilled_evidence/openb_*.json (the
+network is named there by the folder it was measured in,
+train/results/openb_distilled_evidence) and benchmarks/results/openb_bound/*.json.
 
 ### Power, at its margins
 
@@ -280,6 +292,9 @@ python benchmarks/openb_power_learned.py --run zoo:openb-evidence --pods TRACE -
 ```
 
 {_table(['trace', 'FGD GRAR'] + [f'margin {m}: GRAR / savings (seeds)' for m in MARGINS], power)}
+
+The raw files, in the repository: benchmarks/results/openb_power_evidence_top_*.json (each
+also holds the published mixes PWR and PWR+FGD and wider margins).
 
 ### Known limits
 
@@ -378,7 +393,8 @@ decision pays above the optimum's; cost ratio: the cost over the optimum's.
   it), it is evaluated above at the weights {tuple(env['weights'])} on {env['num_nodes']}
   nodes; other weights and cluster sizes load and run but are not measured here.
 - **One seed of a spread**: the same command at seeds 0..3 reached match rates of
-  {min(spread):.3f}-{max(spread):.3f} (train/results/imitate_online10M_seed0..3_eval.json).
+  {min(spread):.3f}-{max(spread):.3f} (train/results/imitate_online10M_seed{{0,1,2,3}}_eval.json
+  in the repository).
 """
 
 
