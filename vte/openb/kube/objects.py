@@ -307,6 +307,11 @@ def vocabulary(models: Iterable[str], base: Iterable[str] | None = None) -> tupl
     return tuple(sorted(set(base) | {m for m in models if m}))
 
 
+def _columns(rows, fields) -> dict[str, np.ndarray]:
+    """{field: (len(rows),) int32 array of that field of each row}."""
+    return {f: np.asarray([getattr(r, f) for r in rows], np.int32) for f in fields}
+
+
 def tables(nodes: list[NodeRow], pods: list[PodRow], path: str = "snapshot",
            models: tuple[str, ...] | None = None) -> tuple[NodeTable, PodTable]:
     """A snapshot as the replay's tables: its nodes in order, its pods in order (named
@@ -323,12 +328,9 @@ def tables(nodes: list[NodeRow], pods: list[PodRow], path: str = "snapshot",
     if len(set(names)) != len(names):
         raise ValueError(f"{path}: a node name repeats")
     node_table = NodeTable(
-        path=str(path), names=tuple(names),
-        cpu_milli=np.asarray([n.cpu_milli for n in nodes], np.int32),
-        memory_mib=np.asarray([n.memory_mib for n in nodes], np.int32),
-        num_gpus=np.asarray([n.num_gpus for n in nodes], np.int32),
+        path=str(path), names=tuple(names), models=tuple(models),
         model=np.asarray([index[n.model] if n.model else -1 for n in nodes], np.int32),
-        models=tuple(models))
+        **_columns(nodes, ("cpu_milli", "memory_mib", "num_gpus")))
     masks = []
     for p in pods:
         missing = [m for m in p.models if m not in index]
@@ -340,12 +342,9 @@ def tables(nodes: list[NodeRow], pods: list[PodRow], path: str = "snapshot",
     if len(set(pod_names)) != len(pod_names):
         raise ValueError(f"{path}: a pod name repeats")
     pod_table = PodTable(
-        path=str(path), names=tuple(pod_names),
-        cpu_milli=np.asarray([p.cpu_milli for p in pods], np.int32),
-        memory_mib=np.asarray([p.memory_mib for p in pods], np.int32),
-        num_gpus=np.asarray([p.num_gpus for p in pods], np.int32),
-        gpu_milli=np.asarray([p.gpu_milli for p in pods], np.int32),
-        model_mask=np.asarray(masks, np.int32), gpu_spec=tuple(p.spec for p in pods))
+        path=str(path), names=tuple(pod_names), gpu_spec=tuple(p.spec for p in pods),
+        model_mask=np.asarray(masks, np.int32),
+        **_columns(pods, ("cpu_milli", "memory_mib", "num_gpus", "gpu_milli")))
     return node_table, pod_table
 
 
