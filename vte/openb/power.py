@@ -33,11 +33,80 @@ from flax import struct
 from vte.openb.cluster import MILLI, Pod, Spec, State, fitting_gpus, is_shared, least_sufficient
 from vte.openb.policies import POLICIES, Policy, fgd, min_max
 
-# Idle and busy watts of one GPU of each model of the trace (G2 is taken as an A10, G3 as an
-# A100; G1 is on no node of the trace).
-GPU_WATTS: dict[str, tuple[int, int]] = {
-    "V100M16": (30, 300), "V100M32": (30, 300), "P100": (25, 250), "T4": (10, 70),
-    "A10": (30, 150), "G2": (30, 150), "G3": (50, 400)}
+# The per-model table: memory (GiB), idle and busy ("max") watts of one GPU of each model of
+# the trace (G2 is taken as an A10, G3 as an A100 of 40 GiB; G1 is on no node of the trace).
+# The power model reads the watts; the model-agnostic observation (`vte.openb.env`, encoding
+# "agnostic") reads all three, so a cluster of other GPU models needs only rows here: add them
+# with `add_gpu_model` or `load_gpu_models` (a JSON file {model: {memory_gib, idle_w, max_w}}),
+# or name such a file in the environment variable `GPU_MODELS_ENV` before the first look-up.
+GPU_MODELS: dict[str, tuple[float, int, int]] = {
+    "V100M16": (16, 30, 300), "V100M32": (32, 30, 300), "P100": (16, 25, 250),
+    "T4": (16, 10, 70), "A10": (24, 30, 150), "G2": (24, 30, 150), "G3": (40, 50, 400)}
+GPU_WATTS: dict[str, tuple[int, int]] = {m: (i, b) for m, (_, i, b) in GPU_MODELS.items()}
+GPU_MODELS_ENV = "VTE_OPENB_GPU_MODELS"   # a JSON file of more models, read on first look-up
+GPU_MODEL_FIELDS = ("memory_gib", "idle_w", "max_w")
+_ENV_READ: list[str] = []
+
+
+def add_gpu_model(name: str, memory_gib: float, idle_w: int, max_w: int) -> None:
+    """Add (or replace) a GPU model of the per-model table: its memory in GiB and the watts
+    of one GPU idle (all 1000 milli free) and busy (any milli allocated). ValueError on an
+    empty name, memory <= 0, or watts that are not integers with 0 <= idle_w <= max_w."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"name={name!r} is invalid: allowed a non-empty model name")
+    memory = float(memory_gib)
+    if not (np.isfinite(memory) and memory > 0):
+        raise ValueError(f"GPU model {name!r}: memory_gib={memory_gib!r} is invalid: allowed a "
+                         "number > 0")
+    if any(isinstance(w, bool) or int(w) != w for w in (idle_w, max_w)) or not \
+            0 <= int(idle_w) <= int(max_w):
+        raise ValueError(f"GPU model {name!r}: idle_w={idle_w!r}, max_w={max_w!r} are invalid: "
+                         "allowed integer watts with 0 <= idle_w <= max_w")
+    GPU_MODELS[name] = (memory, int(idle_w), int(max_w))
+    GPU_WATTS[name] = (int(idle_w), int(max_w))
+
+
+def load_gpu_models(path: str) -> list[str]:
+    """Add every model of a JSON file `{model: {"memory_gib": .., "idle_w": .., "max_w": ..}}`
+    to the per-model table (`add_gpu_model`); returns the names added. ValueError naming the
+    file and the model on a missing or extra field or a bad value."""
+    import json
+    with open(path, encoding="utf-8") as f:
+        try:
+            table = json.load(f)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not JSON ({err})") from None
+    if not isinstance(table, dict):
+        raise ValueError(f"{path}: allowed an object {{model: {{{', '.join(GPU_MODEL_FIELDS)}}}}}")
+    for name, row in table.items():
+        if not isinstance(row, dict) or set(row) != set(GPU_MODEL_FIELDS):
+            raise ValueError(f"{path}: model {name!r} must give exactly "
+                             f"{', '.join(GPU_MODEL_FIELDS)}; got {row!r}")
+        try:
+            add_gpu_model(name, **row)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{path}: {err}") from None
+    return list(table)
+
+
+def check_gpu_models(models: Sequence[str]) -> None:
+    """ValueError, naming each model and how to add it, when a model of a node file
+    (`NodeTable.models`) has no row in the per-model table (`GPU_MODELS`)."""
+    import os
+    extra = os.environ.get(GPU_MODELS_ENV)
+    if extra and extra not in _ENV_READ:
+        load_gpu_models(extra)
+        _ENV_READ.append(extra)
+    unknown = [m for m in models if m not in GPU_MODELS]
+    if unknown:
+        raise ValueError(
+            f"GPU model(s) {', '.join(repr(m) for m in unknown)} are not in the per-model table "
+            f"(known: {', '.join(sorted(GPU_MODELS))}): add each with "
+            "vte.openb.power.add_gpu_model(name, memory_gib, idle_w, max_w), or list them in a "
+            "JSON file {model: {\"memory_gib\": ..., \"idle_w\": ..., \"max_w\": ...}} given to "
+            f"vte.openb.power.load_gpu_models(path) or named by ${GPU_MODELS_ENV}")
+
+
 # The GPU models of the bundled node files (`NodeTable.models`, sorted): the vocabulary the
 # registered power policies index by.
 BUNDLED_MODELS = ("A10", "G2", "G3", "P100", "T4", "V100M16", "V100M32")
@@ -54,23 +123,24 @@ READINGS = {"plateau": PLATEAU, "whole": WHOLE}   # the savings readings `summar
 
 @struct.dataclass
 class PowerModel:
-    """Watts of one GPU of each model, indexed like `NodeTable.models` (`Spec.model`)."""
+    """The per-model table of a node file's GPU models, indexed like `NodeTable.models`
+    (`Spec.model`): watts, and the memory the model-agnostic observation reads."""
 
     gpu_idle_w: jax.Array     # (M,) int32, W of a GPU with all 1000 milli free
     gpu_busy_w: jax.Array     # (M,) int32, W of a GPU with any milli allocated
+    gpu_memory_gib: jax.Array | None = None   # (M,) float32, GiB of one GPU (None: unknown)
 
 
 def power_model(models: Sequence[str]) -> PowerModel:
-    """The watts of a node file's GPU models (`NodeTable.models`); ValueError on a model the
-    paper gives no power for."""
-    unknown = [m for m in models if m not in GPU_WATTS]
-    if unknown:
-        raise ValueError(f"GPU model(s) {unknown} have no power figures; known models: "
-                         f"{sorted(GPU_WATTS)}")
-    idle = [GPU_WATTS[m][0] for m in models] or [0]
-    busy = [GPU_WATTS[m][1] for m in models] or [0]
+    """The per-model table of a node file's GPU models (`NodeTable.models`); ValueError
+    naming a model the table lacks and how to add it (`check_gpu_models`)."""
+    check_gpu_models(models)
+    idle = [GPU_MODELS[m][1] for m in models] or [0]
+    busy = [GPU_MODELS[m][2] for m in models] or [0]
+    memory = [GPU_MODELS[m][0] for m in models] or [0.0]
     return PowerModel(gpu_idle_w=jnp.asarray(idle, jnp.int32),
-                      gpu_busy_w=jnp.asarray(busy, jnp.int32))
+                      gpu_busy_w=jnp.asarray(busy, jnp.int32),
+                      gpu_memory_gib=jnp.asarray(memory, jnp.float32))
 
 
 def _sockets(cpu_free: jax.Array, cpu_milli: jax.Array):
