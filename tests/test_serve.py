@@ -2,12 +2,14 @@
 concurrent requests, export, and loading a trained run."""
 
 import json
+import re
 import subprocess
 import sys
 import threading
 import uuid
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -57,6 +59,13 @@ def client():
     app = create_app(placer, name, api_key=KEY, window_ms=20.0)
     with TestClient(app) as c:
         yield c
+
+
+def _converted(placer, body) -> tuple[list, list]:
+    """([view], [requests]) of one request body, as the app converts it."""
+    request = S.ScheduleRequest.model_validate(body)
+    view = convert.cluster_view(request.cluster, placer.params)
+    return [view], [convert.task_requests(request.tasks, view)[0]]
 
 
 def _post(client, body, key=KEY):
@@ -299,6 +308,10 @@ def test_concurrent_requests_do_not_see_each_other(client):
     bodies = [_body([_task(0, 6), _task(1, 6)],
                     [_node(f"x{i}", 4), _node(f"y{i}", 6 + i % 3)]) for i in range(12)]
     serial = [_post(client, b).json()["placements"] for b in bodies]
+    # A group no compiled batch size holds runs in parts at once (its shape compiles in
+    # the background); compiled, it runs as one call.
+    placer = client.app.state.batcher.placer
+    placer.compile((16,) + placer.shape_of(*_converted(placer, bodies[0]))[1:])
     batches_before = client.app.state.batcher.batches
     results = [None] * len(bodies)
 
@@ -318,6 +331,26 @@ def test_concurrent_requests_do_not_see_each_other(client):
     assert client.app.state.batcher.batches - batches_before < len(bodies)
 
 
+def _same_answer_in_a_larger_shape(placer):
+    """A request run in a larger node, site, task and batch bucket (padded with absent
+    nodes and unused sites, `convert.pad_view`) gets the answer of its own shape."""
+    body = _body([_task(0, 6), _task(1, 2), _task(2, 3, gpu="nvidia-a100")],
+                 [_node("a", 4), _node("b", 8), _node("c", 16, util=50.0),
+                  _node("g", 32, gpu_model="nvidia-a100", gpu_count=1)])
+    views, reqs = _converted(placer, body)
+    own = placer.shape_of(views, reqs)
+    for shape in (own, (2, 64, 16, 8)):
+        placer.compile(shape)
+    small, large = placer.run(own, views, reqs), placer.run((2, 64, 16, 8), views, reqs)
+    for a, b in zip(small, large):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["first_fit", "kube_default", "min_completion_time", OPTIMAL])
+def test_a_larger_shape_gives_the_same_answer(policy):
+    _same_answer_in_a_larger_shape(_OPTIMAL if policy == OPTIMAL else make_placer(policy)[0])
+
+
 def test_a_trained_run_serves(tmp_path):
     from vte import checkpoint
     net = vte.SchedulerNet(hidden=8, head_hidden=8)
@@ -332,6 +365,7 @@ def test_a_trained_run_serves(tmp_path):
     with checkpoint.checkpoint_manager(str(run)) as mngr:
         mngr.save(1, args=ocp.args.Composite(policy=ocp.args.StandardSave(stacked)))
     placer, name = make_placer(str(run))
+    _same_answer_in_a_larger_shape(placer)
     assert name == "tiny" and placer.params.queue_len == 4
     assert tuple(placer.params.weights) == (1.0, 2.0, 1.0)
     with TestClient(create_app(placer, name)) as c:
@@ -389,6 +423,35 @@ class _GatedPlacer(Placer):
         super().compile(shape)
 
 
+def test_a_request_runs_in_a_larger_warm_shape_while_its_own_compiles():
+    """After the warm-up, a request of a shape never compiled (more nodes, another site
+    and task bucket) is answered at once in a larger compiled shape, with the answer of its
+    own shape; its own shape compiles in the background, for next time."""
+    placer = _GatedPlacer(OPTIMAL, PARAMS)
+    placer.gate.set()
+    large = (1, 64, 16, 8)
+    with TestClient(create_app(placer, OPTIMAL, warmup=[(1, 16, 4, 1)],
+                               warmup_later=[large])) as c:
+        for _ in range(600):
+            if large in placer.shapes:
+                break
+            threading.Event().wait(0.1)
+        assert "1 of 1 largest buckets" in c.get("/health").json()["components"]["warmup"]["details"]
+        placer.gate.clear()                       # no compile can finish from here on
+        body = _body([_task(0, 6), _task(1, 6), _task(2, 3)],
+                     [_node(f"n{i}", 4) for i in range(18)] + [_node("big", 8)])
+        r = c.post("/schedule", json=body)
+        assert r.status_code == 201
+        got = [p["target_node_ids"] for p in r.json()["placements"]]
+        assert got == [["big"], [], ["n0"]]
+        assert placer.shapes == sorted([(1, 16, 4, 1), large])   # its own still compiling
+        placer.gate.set()
+    exact = Placer(OPTIMAL, PARAMS)
+    views, reqs = _converted(exact, body)
+    want = exact(views, reqs)
+    assert [int(x) for x in want[0][0][:3]] == [18, -1, 0]
+
+
 def test_health_is_503_until_warm_and_cold_shapes_do_not_block_warm_ones():
     placer = _GatedPlacer(OPTIMAL, PARAMS)
     shape = (1, 16, 4, 1)
@@ -400,7 +463,8 @@ def test_health_is_503_until_warm_and_cold_shapes_do_not_block_warm_ones():
             if c.get("/health").status_code == 200:
                 break
             threading.Event().wait(0.1)
-        assert c.get("/health").json()["components"]["warmup"]["details"] == "1 of 1 shapes compiled"
+        assert c.get("/health").json()["components"]["warmup"]["details"] == (
+            "1 of 1 start-up shapes and 0 of 0 largest buckets compiled")
         # A cold shape (64 nodes) compiles on its own thread; while it is held, a warm
         # request (16 nodes, one task) is answered.
         placer.gate.clear()
@@ -600,3 +664,77 @@ def test_requests_built_as_decice_builds_them_are_all_answered(client):
                 assert p["target_node_ids"] == [] and "nvidia-t4" in p["reason"]
             assert bool(p["target_node_ids"]) != ("reason" in p)
     assert t4_tasks > 0
+
+
+# --------------------------------------------------------------------------
+# Reasons and the Content-Type rule
+# --------------------------------------------------------------------------
+
+def _defer(key, obs, params):           # a policy that never places
+    return jnp.int32(obs.action_mask.shape[0] - 1)
+
+
+def _first_node(key, obs, params):      # a policy that always takes node 0
+    return jnp.int32(0)
+
+
+@pytest.mark.parametrize("policy, body, words", [
+    (OPTIMAL, _body([_task(0, 1)], []), "the cluster has no node"),
+    (OPTIMAL, _body([_task(0, 60_000)], [_node("a", 8), _node("b", 16)]),
+     "no node can host it on the reported metrics"),
+    (OPTIMAL, _body([_task(0, 1, gpu="nvidia-a100")], [_node("a", 8)]),
+     "is on no node vte can use"),
+    (_defer, _body([_task(0, 1)], [_node("a", 8)]), "chose no node, although some node"),
+    (_first_node, _body([_task(0, 6)], [_node("a", 4), _node("b", 8)]),
+     "chose a node that cannot host it, although some other node could"),
+], ids=["no-node", "no-fitting-node", "no-node-with-the-model", "deferred", "masked"])
+def test_every_reason_says_what_happened(policy, body, words):
+    placer = _OPTIMAL if policy == OPTIMAL else Placer(policy, PARAMS)
+    with TestClient(create_app(placer, "p")) as c:
+        r = c.post("/schedule", json=body)
+    assert r.status_code == 201
+    (answer,) = r.json()["placements"]
+    assert answer["target_node_ids"] == [] and words in answer["reason"], answer["reason"]
+    if "reported metrics" in words:
+        assert "the most free on one node: 16 cores" in answer["reason"]
+
+
+@pytest.mark.parametrize("content_type, code", [
+    ("application/json", 201), ("application/json; charset=utf-8", 201),
+    ("application/vnd.decice+json", 201), (None, 201),
+    ("text/plain", 415), ("application/x-www-form-urlencoded", 415), ("text/json", 415)])
+def test_content_type_rule(content_type, code):
+    body = json.dumps(_body([_task(0, 1)], [_node("a", 8)])).encode()
+    headers = {} if content_type is None else {"content-type": content_type}
+    with TestClient(create_app(_OPTIMAL, OPTIMAL)) as c:
+        r = c.post("/schedule", content=body, headers=headers)
+    assert r.status_code == code, r.text
+    if code == 415:
+        assert r.json()["detail"][0]["loc"] == ["header", "Content-Type"]
+        assert repr(content_type) in r.json()["detail"][0]["msg"]
+
+
+def test_the_example_of_serve_md_gets_its_answer():
+    """SERVE.md's example request, posted, gets SERVE.md's example answer."""
+    from pathlib import Path
+    text = (Path(vte.__file__).parent / "serve" / "SERVE.md").read_text()
+    example = text[text.index("## An example"):text.index("## The flow of one request")]
+    request, answer = (json.loads(b) for b in re.findall(r"```json\n(.*?)```", example, re.S))
+    with TestClient(create_app(_OPTIMAL, OPTIMAL)) as c:
+        r = c.post("/schedule", json=request)
+    assert r.status_code == 201
+    got = r.json()
+    assert got.pop("scheduling_duration_ms") >= 0
+    answer.pop("scheduling_duration_ms")
+    assert got == answer
+
+
+def test_the_zoo_serves_by_name_and_an_openb_scheduler_is_refused():
+    placer, name = make_placer("zoo:cluster-imitate")
+    assert name == "cluster-imitate"
+    with TestClient(create_app(placer, name)) as c:
+        r = c.post("/schedule", json=_body([_task(0, 6)], [_node("a", 4), _node("b", 8)]))
+    assert r.status_code == 201
+    assert r.json()["placements"][0]["target_node_ids"] in (["b"], [])
+    with pytest.raises(ValueError, match="OpenB-v0.*no mapping to DECICE"):
+        make_placer("zoo:openb-evidence")

@@ -435,7 +435,8 @@ def main(argv: list[str] | None = None) -> str:
     args = parser.parse_args(argv)
 
     config = None
-    if args.policy is not None and os.path.isdir(args.policy):
+    from vte.checkpoint import is_run_path
+    if args.policy is not None and is_run_path(args.policy):   # a run, DIR@STEP or zoo:NAME
         from vte.checkpoint import load_config, load_policy
         config = load_config(args.policy)
         reg = registry.of_run(config)

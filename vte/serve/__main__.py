@@ -17,7 +17,10 @@ The port is bound first (a taken port fails at once), then the server answers wh
 warm-up shapes compile in the background: every (batch, nodes, tasks) bucket of the
 `--warmup-*` lists, on 4 vertex pools; the defaults cover DECICE's own scenario sizes
 (10-50 nodes in 3 pools, 5-20 tasks) and single-task requests. `GET /health` answers 503
-until they are compiled. A request of another shape compiles off the request path. Shapes
+until they are compiled; then the largest buckets compile (`--no-warmup-largest`: not),
+after which every request within the schema's bounds (4096 nodes, 64 vertex pools, 512
+tasks) runs at once in a compiled shape that holds it. A request's exact shape compiles
+off the request path, for next time. Shapes
 compile in a child process (`--compile-in-process`: on a thread of the server), so that
 tracing a new program never holds the server's GIL.
 """
@@ -53,6 +56,16 @@ def warmup_shapes(nodes, tasks, batches, sites=(4,)) -> list[tuple[int, int, int
                bucket(t, TASK_BUCKETS, "--warmup-tasks"))
               for b in batches for n in nodes for s in sites for t in tasks}
     return sorted(shapes, key=lambda k: (k[1] * k[3] * k[0], k))
+
+
+def largest_shapes() -> list[tuple[int, int, int, int]]:
+    """The single-request shapes compiled after the start-up ones, smallest first; the
+    last holds every request the schema allows (the largest node, site and task buckets),
+    so once it is compiled no request waits for a compile."""
+    from vte.serve.convert import NODE_BUCKETS, SITE_BUCKETS, TASK_BUCKETS
+    return [(1, NODE_BUCKETS[-3], SITE_BUCKETS[-2], TASK_BUCKETS[-2]),
+            (1, NODE_BUCKETS[-2], SITE_BUCKETS[-1], TASK_BUCKETS[-1]),
+            (1, NODE_BUCKETS[-1], SITE_BUCKETS[-1], TASK_BUCKETS[-1])]
 
 
 # Other protocols live in environment packages, loaded by name when asked for (as the
@@ -100,6 +113,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup-batches", default="1,8,64",
                         help="batch sizes compiled at start-up (default 1,8,64; a batch "
                              "runs in the least compiled size that holds it)")
+    parser.add_argument("--warmup-largest", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="after the start-up shapes, compile the largest buckets (256, "
+                             "1024 and 4096 nodes, one request), so that no request within "
+                             "the schema's bounds waits for a compile (default on)")
     parser.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES,
                         help=f"largest request body, bytes (default {MAX_BODY_BYTES}; 413)")
     parser.add_argument("--body-timeout-s", type=float, default=BODY_TIMEOUT_S,
@@ -151,6 +169,7 @@ def main(argv: list[str] | None = None) -> None:
                     CompilerProcess(args.policy, args.weights, args.seed))
         app = create_app(placer, name, api_key=api_key, window_ms=args.window_ms,
                          max_batch=args.max_batch, warmup=warmup,
+                         warmup_later=largest_shapes() if args.warmup_largest else (),
                          max_body_bytes=args.max_body_bytes,
                          body_timeout_s=args.body_timeout_s, compiler=compiler)
     except (ValueError, FileNotFoundError) as err:

@@ -2,7 +2,8 @@
 
     app = create_app(Placer(policy, params), name="kube_default", api_key="...")
 
-`POST /schedule` reads the body (413 beyond `max_body_bytes`, 408 when it does not
+`POST /schedule` refuses a body that is not JSON by its Content-Type (415, `json_content`),
+reads the body (413 beyond `max_body_bytes`, 408 when it does not
 arrive within `body_timeout_s`), validates it against the published schema (422 naming
 each bad field: `{"detail": [{"type", "loc", "msg"}]}`, the one shape of every error
 answer), converts the cluster and the tasks (`vte.serve.convert`), queues them for a
@@ -17,12 +18,17 @@ grouped by padded shape, and each group runs as one compiled call (`Placer.run`)
 placement thread, so the event loop keeps accepting requests. Every request is its own
 row of the batch: concurrent requests never see each other's state.
 
-Compilation never blocks a compiled shape: a group whose shape has no compiled program
-(nor one with a larger batch or task bucket, `Placer.ready`) is compiled on a thread of
-its own (in a `CompilerProcess` when one is given, so that tracing never holds this
-process's GIL) and placed when that finishes, while other groups keep being served. At start-up
-the shapes of `warmup` are compiled on that thread; `GET /health` answers 503 until they
-are ready, 200 after.
+No request waits for a compile when a compiled shape can hold it: a group runs in the
+cheapest compiled shape whose every bucket (batch, nodes, sites, tasks) is at least its
+own (`Placer.ready`; the views are padded with absent nodes and unused sites, which
+changes no answer of a deterministic policy), or one request at a time when no compiled
+batch size holds the group; its exact shape then compiles on a thread of its own (in a
+`CompilerProcess` when one is given, so that tracing never holds this process's GIL) for
+next time. Only while no compiled shape holds a request, before the warm-up has reached
+its buckets, does it wait for its own compile (seconds: 1.5-5 s a shape on a 2-core CPU).
+At start-up the shapes of `warmup` compile first, smallest first; `GET /health` answers
+503 until they are ready, 200 after; then `warmup_later`, the largest buckets, so that
+soon every request within the schema's bounds has a warm shape.
 
 When the app has an API key (declared in the OpenAPI document as an API-key security
 scheme), a request to `/schedule` without the header `X-Internal-Api-Key` or with another
@@ -50,7 +56,7 @@ from starlette.requests import ClientDisconnect
 from vte.serve import schemas as S
 from vte.serve.convert import (ClusterView, ConversionError, cluster_view, placements,
                                task_requests)
-from vte.serve.place import Placer, Shape
+from vte.serve.place import BATCH_BUCKETS, Placer, Shape
 from vte.types import Requests
 
 API_KEY_HEADER = "X-Internal-Api-Key"
@@ -98,9 +104,11 @@ class Batcher:
         self.batches = 0
         self.warm = asyncio.Event()
         self.warmup_shapes: list[Shape] = []
+        self.later_shapes: list[Shape] = []     # compiled after `warm`: the large buckets
 
-    def start(self, warmup: Sequence[Shape] = ()) -> None:
-        """Start the worker (again, after `stop`) on the running loop."""
+    def start(self, warmup: Sequence[Shape] = (), then: Sequence[Shape] = ()) -> None:
+        """Start the worker (again, after `stop`) on the running loop, compiling the shapes
+        of `warmup` (`warm` is set when they are ready), then those of `then`."""
         loop = asyncio.get_running_loop()
         self.placing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vte-place")
         self.compiling = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vte-compile")
@@ -109,6 +117,7 @@ class Batcher:
         self.queue = asyncio.Queue()
         self.task = loop.create_task(self._run())
         self.warmup_shapes = list(warmup)
+        self.later_shapes = [x for x in then if x not in self.warmup_shapes]
         self._spawn(self._warmup())
 
     async def stop(self) -> None:
@@ -137,17 +146,22 @@ class Batcher:
 
     async def _warmup(self) -> None:
         """Compile the warm-up shapes one after the other (a request's own shape can go
-        between two of them); a shape that fails is logged and skipped."""
+        between two of them), then the later ones; a shape that fails is logged and
+        skipped."""
         start = time.perf_counter()
-        for shape in self.warmup_shapes:
-            try:
-                await self._compile(shape)
-            except Exception:
-                log.exception("compiling warm-up shape %s failed", shape)
-                self._compiles.pop(shape, None)
-        log.info("warm: compiled %d shapes in %.1f s", len(self.warmup_shapes),
+        for shapes, event in ((self.warmup_shapes, self.warm), (self.later_shapes, None)):
+            for shape in shapes:
+                try:
+                    await self._compile(shape)
+                except Exception:
+                    log.exception("compiling warm-up shape %s failed", shape)
+                    self._compiles.pop(shape, None)
+            if event is not None:
+                log.info("warm: compiled %d shapes in %.1f s", len(shapes),
+                         time.perf_counter() - start)
+                event.set()
+        log.info("complete: the largest buckets compiled after %.1f s",
                  time.perf_counter() - start)
-        self.warm.set()
 
     def _compile(self, shape: Shape) -> asyncio.Future:
         """A future of `shape`'s compilation on the compile thread (one per shape)."""
@@ -168,7 +182,7 @@ class Batcher:
         self.placer.compile(shape)
 
     async def submit(self, view: ClusterView, requests: Requests):
-        """The placer's (nodes (T,), costs (T,), fits (T,)) for one request."""
+        """The placer's (nodes (T,), costs (T,), outcome (T,)) for one request."""
         if not self.alive:
             raise RuntimeError("the batching worker is not running")
         future = asyncio.get_running_loop().create_future()
@@ -231,10 +245,51 @@ class Batcher:
             for items in groups.values():
                 need = self.placer.shape_of([i.view for i in items], [i.requests for i in items])
                 ready = self.placer.ready(need)
-                if ready is None:            # compile off the placement path
-                    self._spawn(self._compile_then_place(items, need))
-                else:
+                if ready is not None:
+                    if ready != need:        # run in a larger warm shape; the exact one
+                        self._compile_later(need)   # compiles in the background for next time
                     await self._place(items, ready)
+                    continue
+                size, part = self._largest_ready_batch(need)
+                if part is not None:         # no warm shape holds the whole group: in parts
+                    self._compile_later(need)    # of the largest batch size that is warm
+                    for i in range(0, len(items), size):
+                        await self._place(items[i:i + size], part)
+                else:                        # nothing warm holds it (still warming up):
+                    self._spawn(self._compile_then_place(items, need))   # wait for it
+
+    def _largest_ready_batch(self, need: Shape) -> tuple[int, Shape | None]:
+        """(batch size, compiled shape) of the largest batch bucket below `need`'s that a
+        compiled shape holds with `need`'s other buckets; (0, None) when none does."""
+        for size in sorted((b for b in BATCH_BUCKETS if b < need[0]), reverse=True):
+            shape = self.placer.ready((size,) + need[1:])
+            if shape is not None:
+                return size, shape
+        return 0, None
+
+    def _compile_later(self, shape: Shape) -> None:
+        """Compile `shape` on the compile thread without anyone waiting for it."""
+        if shape not in self._compiles:
+            self._spawn(self._compile_quietly(shape))
+
+    async def _compile_quietly(self, shape: Shape) -> None:
+        try:
+            await self._compile(shape)
+        except Exception:
+            log.exception("compiling shape %s failed", shape)
+            self._compiles.pop(shape, None)
+
+
+def json_content(content_type: str | None) -> bool:
+    """The Content-Type rule of `POST /schedule`: a JSON media type (`application/json`,
+    as DECICE sends, or `application/<anything>+json`, any parameters such as a charset),
+    or no Content-Type at all (the body is read as JSON). Anything else, `text/plain` or a
+    form among them, is answered 415 before the body is read."""
+    if content_type is None:
+        return True
+    media = content_type.split(";", 1)[0].strip().lower()
+    kind, _, sub = media.partition("/")
+    return kind == "application" and (sub == "json" or sub.endswith("+json"))
 
 
 async def read_body(raw: Request, limit: int, timeout_s: float) -> bytes | JSONResponse:
@@ -272,6 +327,7 @@ _ERRORS = {code: {"model": S.ErrorResponse, "description": text} for code, text 
     403: f"`{API_KEY_HEADER}` missing or wrong (only when the server has a key)",
     408: "the body did not arrive in time",
     413: "the body is larger than the server's limit",
+    415: "the Content-Type is not JSON (application/json, application/*+json, or none)",
     422: "a field is malformed or out of range, or the request exceeds the largest bucket "
          "(nodes, vertex pools, tasks); `loc` names where",
     500: "an error inside this request's batch; other requests keep being served",
@@ -281,14 +337,18 @@ _ERRORS = {code: {"model": S.ErrorResponse, "description": text} for code, text 
 def create_app(placer: Placer, name: str, api_key: str | None = None,
                window_ms: float = 0.0, max_batch: int = 64,
                warmup: Sequence[Shape] = (), max_body_bytes: int = MAX_BODY_BYTES,
-               body_timeout_s: float = BODY_TIMEOUT_S, compiler=None) -> FastAPI:
+               body_timeout_s: float = BODY_TIMEOUT_S, compiler=None,
+               warmup_later: Sequence[Shape] = ()) -> FastAPI:
     """The app serving `placer` under the strategy name `name`.
 
     Args:
       api_key: when set, `/schedule` needs the header X-Internal-Api-Key with this value.
       window_ms: how long a batch waits for more requests, ms (0: it takes what is queued).
       max_batch: the most requests in one compiled call (at most 64).
-      warmup: (batch, N, S, T) shapes compiled at start-up, off the request path.
+      warmup: (batch, N, S, T) shapes compiled at start-up, off the request path;
+        `/health` answers 200 once they are ready.
+      warmup_later: shapes compiled after those (the largest buckets, so that every
+        request the schema allows has a compiled shape that holds it).
       max_body_bytes: the largest request body (413 beyond).
       body_timeout_s: the time a body may take to arrive (408 after).
       compiler: a `place.CompilerProcess` of the same policy: shapes compile there (closed
@@ -306,7 +366,7 @@ def create_app(placer: Placer, name: str, api_key: str | None = None,
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        batcher.start(warmup)
+        batcher.start(warmup, warmup_later)
         yield
         await batcher.stop()
 
@@ -348,9 +408,13 @@ def create_app(placer: Placer, name: str, api_key: str | None = None,
               status_code=status.HTTP_201_CREATED, dependencies=dependencies,
               openapi_extra=body_doc,
               responses={c: _ERRORS[c] for c in ((403,) if api_key else ()) + (
-                  408, 413, 422, 500, 503)})
+                  408, 413, 415, 422, 500, 503)})
     async def schedule(raw: Request):
         start = time.perf_counter()
+        if not json_content(raw.headers.get("content-type")):
+            return error(415, "unsupported_media_type", ["header", "Content-Type"],
+                         f"Content-Type {raw.headers.get('content-type')!r} is not JSON: "
+                         "allowed application/json (or application/*+json, or none)")
         try:
             body = await read_body(raw, max_body_bytes, body_timeout_s)
         except ClientDisconnect:
@@ -373,12 +437,12 @@ def create_app(placer: Placer, name: str, api_key: str | None = None,
         if not batcher.alive:
             return error(503, "unavailable", ["server"], "the batching worker is not running")
         try:
-            nodes, _, fits = await batcher.submit(view, requests)
+            nodes, _, outcome = await batcher.submit(view, requests)
         except Exception as err:
             return error(500, "internal", ["server"],
                          f"placing failed: {type(err).__name__}: {err}")
         answer = S.ScheduleResponse(
-            placements=placements(request.tasks, view, nodes, fits, reasons, name),
+            placements=placements(request.tasks, view, nodes, outcome, reasons, name),
             scheduling_duration_ms=(time.perf_counter() - start) * 1e3)
         return Response(answer.model_dump_json(exclude_none=True), status_code=201,
                         media_type="application/json")
@@ -389,6 +453,7 @@ def create_app(placer: Placer, name: str, api_key: str | None = None,
     async def health():
         warm = batcher.warm.is_set()
         compiled = sum(1 for s in batcher.warmup_shapes if s in placer.shapes)
+        later = sum(1 for s in batcher.later_shapes if s in placer.shapes)
         components = {
             "policy": S.ComponentStatus(status="OK", details=name),
             "batching_worker": S.ComponentStatus(
@@ -396,7 +461,8 @@ def create_app(placer: Placer, name: str, api_key: str | None = None,
                 details=f"{batcher.batches} batches run" if batcher.alive else "not running"),
             "warmup": S.ComponentStatus(
                 status="OK" if warm else "WARMING",
-                details=f"{compiled} of {len(batcher.warmup_shapes)} shapes compiled"),
+                details=f"{compiled} of {len(batcher.warmup_shapes)} start-up shapes and "
+                        f"{later} of {len(batcher.later_shapes)} largest buckets compiled"),
         }
         healthy = batcher.alive and warm
         message = (f"policy {name!r} loaded" if healthy else
@@ -411,4 +477,4 @@ def create_app(placer: Placer, name: str, api_key: str | None = None,
 
 
 __all__ = ["create_app", "Batcher", "API_KEY_HEADER", "MAX_BODY_BYTES", "BODY_TIMEOUT_S",
-           "read_body", "error"]
+           "read_body", "error", "json_content"]

@@ -24,6 +24,7 @@ bucket, raises `ConversionError` naming the field, the value and what is allowed
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import uuid
 from dataclasses import dataclass
@@ -164,6 +165,33 @@ class ClusterView:
     @property
     def num_sites(self) -> int:
         return self.cluster.link_delay.shape[0]
+
+
+def pad_view(view: ClusterView, num_nodes: int, num_sites: int) -> ClusterView:
+    """`view` padded to larger buckets: absent nodes (mask off, every field 0, as
+    `cluster_view` pads) and unused sites (the default link delay, the intra-site delay on
+    the diagonal). The same as converting the request at those sizes, so a request can run
+    in any compiled shape that holds it; `view` itself when the sizes are its own."""
+    n, s = view.num_nodes, view.num_sites
+    if num_nodes < n or num_sites < s:
+        raise ConversionError(f"padded sizes N={num_nodes}, S={num_sites} are smaller than "
+                              f"the view's N={n}, S={s}")
+    if (num_nodes, num_sites) == (n, s):
+        return view
+
+    def nodes(x):                        # the node axis is the last one of every field
+        x = np.asarray(x)
+        return np.concatenate([x, np.zeros(x.shape[:-1] + (num_nodes - n,), x.dtype)], -1)
+
+    delay = np.full((num_sites, num_sites), DEFAULT_LINK_DELAY_MS, np.float32)
+    np.fill_diagonal(delay, C.INTRA_SITE_DELAY_MS)
+    delay[:s, :s] = view.cluster.link_delay
+    fields = {f.name: nodes(getattr(view.cluster, f.name))
+              for f in dataclasses.fields(view.cluster) if f.name != "link_delay"}
+    twin = view.twin.replace(**{f.name: nodes(getattr(view.twin, f.name))
+                                for f in dataclasses.fields(view.twin)})
+    return dataclasses.replace(view, cluster=view.cluster.replace(**fields, link_delay=delay),
+                               twin=twin)
 
 
 def _pool_index(pool_ids: list[str | None]) -> dict[str, int]:
@@ -456,24 +484,52 @@ def task_requests(tasks: list[S.Task], view: ClusterView, num_tasks: int | None 
     return requests, reasons
 
 
-def placements(tasks: list[S.Task], view: ClusterView, nodes, fits, reasons: list,
+def _most_free(view: ClusterView) -> str:
+    """The most of each resource one node reported free (before any task of the request)."""
+    up = view.cluster.mask & view.twin.up
+    if not np.any(up):
+        return "no node is ready (every node is down or reports no CPU or memory)"
+    free = np.asarray(view.twin.free)[:, up].max(axis=1)
+    return (f"the most free on one node: {free[C.CPU]:g} cores, {free[C.MEM] * 1024:g} MiB, "
+            f"{free[C.GPU]:g} GPUs, {free[C.DISK]:g} GB of disk")
+
+
+def placements(tasks: list[S.Task], view: ClusterView, nodes, outcome, reasons: list,
                name: str) -> list[S.TaskPlacement]:
-    """The answer per task: its node, or [] with the reason it was not placed."""
+    """The answer per task: its node, or [] with the reason it was not placed.
+
+    The reasons, each true whatever happened (`place.place_tasks`' outcome): the task
+    wants a GPU model no node carries, or names a pool the cluster lacks (`task_requests`);
+    the cluster has no node; no node could host it when its turn came (with the most of
+    each resource one node reported free); the policy chose no node although some node
+    could host it; the policy chose a node that cannot host it (masked) although some
+    other node could."""
+    from vte.serve.place import DEFERRED, MASKED, NO_NODE_FITS
+    no_node = not np.any(view.cluster.mask)
     out = []
     for k, task in enumerate(tasks):
-        node = int(nodes[k])
+        node, what = int(nodes[k]), int(outcome[k])
         if node >= 0:
             out.append(S.TaskPlacement(task_id=task.id, strategy_used=name,
                                        target_node_ids=[view.node_ids[node]]))
             continue
-        reason = reasons[k] or ("the policy placed it on no node, although some node could "
-                                "host it" if fits[k] else
-                                "no node can host it on the reported metrics (when its turn "
-                                "came after the tasks before it)")
+        if reasons[k]:
+            reason = reasons[k]
+        elif no_node:
+            reason = "the cluster has no node (no vertex pool holds a node with an id)"
+        elif what == NO_NODE_FITS:
+            reason = ("no node can host it on the reported metrics when its turn came, after "
+                      f"the tasks before it ({_most_free(view)})")
+        elif what == DEFERRED:
+            reason = f"the policy {name!r} chose no node, although some node could host it"
+        elif what == MASKED:
+            reason = (f"the policy {name!r} chose a node that cannot host it, although some "
+                      "other node could")
+        else:
+            raise AssertionError(f"task {k}: not placed with outcome {what}")
         out.append(S.TaskPlacement(task_id=task.id, strategy_used=name, target_node_ids=[],
                                    reason=reason))
     return out
-
 
 
 # --------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Placing a request's tasks one after the other with any vte policy, inside one compiled call.
 
     placer = Placer(policy, params)              # a policy (key, obs, params) -> action, or OPTIMAL
-    nodes, costs, fits = placer(views, requests) # a batch of converted requests
+    nodes, costs, outcome = placer(views, requests)  # a batch of converted requests
 
 Task t sees the cluster as tasks 0..t-1 left it: each decision builds vte's observation
 with the environment's own code (`vte.observation.get_obs` on a state whose twin is the
@@ -37,10 +37,12 @@ from vte import twin as twin_lib
 from vte.observation import get_obs, static_node_features
 from vte.params import EnvParams
 from vte.serve import schemas as S
-from vte.serve.convert import ClusterView, bucket, cluster_view, task_requests
+from vte.serve.convert import ClusterView, bucket, cluster_view, pad_view, task_requests
 from vte.types import Cluster, Counters, EnvState, Nodes, Requests, Twin
 
 OPTIMAL = "optimal"   # the chooser that takes vte's least-cost feasible node
+# What became of each task (`place_tasks`' third output; `convert.placements` words them).
+PLACED, NO_NODE_FITS, DEFERRED, MASKED = range(4)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 COMPILER_NICENESS = 10   # scheduling priority of the compiler process, below the server's
 
@@ -114,7 +116,10 @@ def place_tasks(choose: Callable, cluster: Cluster, twin: Twin, tasks: Requests,
     Returns:
       node (T,) int32, the node of each task or -1 when it is not placed;
       cost (T,) float32, vte's cost of that placement (0 when not placed);
-      fits (T,) bool, whether some node could host the task when its turn came.
+      outcome (T,) int32: PLACED; NO_NODE_FITS, no node could host the task on the
+        reported metrics when its turn came; DEFERRED, the policy chose "no node" although
+        some node could host it; MASKED, the policy chose a node that cannot host it
+        (its action mask says so) although some other node could.
     """
     n, k = cluster.mask.shape[0], params.queue_len
     pad = jax.tree_util.tree_map(
@@ -128,11 +133,14 @@ def place_tasks(choose: Callable, cluster: Cluster, twin: Twin, tasks: Requests,
                      0, n)
         ok = (a < n) & scores.feasible[a]
         tw = book(tw, cluster, queue.demand[0], a, ok)
+        fits = jnp.any(scores.feasible[:n])          # the nodes only, not the defer entry
+        outcome = jnp.where(ok, PLACED, jnp.where(~fits, NO_NODE_FITS,
+                                                  jnp.where(a == n, DEFERRED, MASKED)))
         return tw, (jnp.where(ok, a, -1), jnp.where(ok, scores.cost[a], 0.0),
-                    jnp.any(scores.feasible))
+                    outcome.astype(jnp.int32))
 
-    _, (nodes, costs, fits) = jax.lax.scan(body, twin, jnp.arange(tasks.valid.shape[0]))
-    return nodes, costs, fits
+    _, (nodes, costs, outcome) = jax.lax.scan(body, twin, jnp.arange(tasks.valid.shape[0]))
+    return nodes, costs, outcome
 
 
 def _chooser(policy, params: EnvParams) -> Callable:
@@ -194,7 +202,8 @@ class Placer:
         return np.broadcast_to(np.asarray(self.params.weights, np.float32), (3,))
 
     def _args(self, views: Sequence[ClusterView], requests: Sequence[Requests], shape: Shape):
-        size, _, _, t = shape
+        size, n, s, t = shape
+        views = [pad_view(v, n, s) for v in views]
         return (_stack([v.cluster for v in views], size), _stack([v.twin for v in views], size),
                 _stack([pad_tasks(r, t) for r in requests], size),
                 np.broadcast_to(self.weights(), (size, 3)))
@@ -212,13 +221,14 @@ class Placer:
             return sorted(self._compiled)
 
     def ready(self, shape: Shape) -> Shape | None:
-        """The smallest compiled shape that can run a batch of `shape`: the same N and S,
-        a batch and a task bucket at least as large; None when there is none yet."""
+        """The cheapest compiled shape that can run a batch of `shape`: every bucket (batch,
+        nodes, sites, tasks) at least as large (the views are padded to it, `run`); None
+        when there is none yet. Cheapest: the least batch x nodes x tasks, then sites."""
         b, n, s, t = shape
         with self._lock:
             keys = list(self._compiled)
-        fits = [k for k in keys if k[1] == n and k[2] == s and k[0] >= b and k[3] >= t]
-        return min(fits, key=lambda k: k[0] * k[3]) if fits else None
+        holds = [k for k in keys if k[0] >= b and k[1] >= n and k[2] >= s and k[3] >= t]
+        return min(holds, key=lambda k: (k[0] * k[1] * k[3], k[2], k)) if holds else None
 
     def compile(self, shape: Shape, compiler: Callable | None = None) -> None:
         """Compile `shape` ahead of time (a no-op when it is compiled). Thread-safe; it does
@@ -245,8 +255,10 @@ class Placer:
 
     def run(self, shape: Shape, views: Sequence[ClusterView], requests: Sequence[Requests]
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Run a batch in the compiled `shape` (from `ready`). Returns nodes (B, T) int32
-        (-1: not placed), costs (B, T) float32 and fits (B, T) bool, T the requests' own."""
+        """Run a batch in the compiled `shape` (from `ready`; its node and site buckets may
+        be larger than the views': they are padded with absent nodes and unused sites).
+        Returns nodes (B, T) int32 (-1: not placed), costs (B, T) float32 and outcome
+        (B, T) int32 (`place_tasks`), T the requests' own."""
         b, t = len(views), int(requests[0].valid.shape[0])
         out = self._compiled[shape](*self._args(views, requests, shape))
         return tuple(np.asarray(x)[:b, :t] for x in out)
@@ -348,13 +360,14 @@ def make_placer(policy: str, weights: Sequence[float] | None = None, seed: int =
     import os
 
     from vte import checkpoint, heuristics, registry
-    allowed = f"{OPTIMAL!r}, one of {sorted(heuristics.ALL)} or a training run directory"
+    allowed = (f"{OPTIMAL!r}, one of {sorted(heuristics.ALL)}, a training run directory or "
+               "a scheduler of the zoo (zoo:NAME)")
     kwargs = {}
     if policy == OPTIMAL:
         fn, name = OPTIMAL, OPTIMAL
     elif policy in heuristics.ALL:
         fn, name = heuristics.ALL[policy], policy
-    elif os.path.isdir(policy):
+    elif checkpoint.is_run_path(policy):      # a run directory, DIR@STEP or zoo:NAME
         config = checkpoint.load_config(policy)
         reg = registry.of_run(config)
         if not reg.decice:
@@ -368,7 +381,8 @@ def make_placer(policy: str, weights: Sequence[float] | None = None, seed: int =
         if "weights" in env:
             kwargs["weights"] = tuple(env["weights"])
         fn = checkpoint.load_policy(policy)
-        name = os.path.basename(os.path.normpath(policy))
+        name = (policy.split(":", 1)[1] if policy.startswith("zoo:") else
+                os.path.basename(os.path.normpath(checkpoint.split_step(policy)[0])))
     else:
         raise ValueError(f"--policy {policy!r} is invalid: allowed {allowed}")
     if weights is not None:
