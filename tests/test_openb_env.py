@@ -31,8 +31,9 @@ RESET = jax.jit(oenv.reset)
 def test_reset_and_step_shapes_masks_and_vmap(params):
     n = params.num_nodes
     obs, state = RESET(jax.random.PRNGKey(0), params)
-    assert obs.nodes.shape == (n, 16 + params.num_models) and obs.nodes.dtype == jnp.float32
-    assert obs.pod.shape == (5 + params.num_models,) and obs.action_mask.shape == (n + 1,)
+    assert params.encoding == "agnostic"                         # the default: 4 GPU columns
+    assert obs.nodes.shape == (n, 16 + 4) and obs.nodes.dtype == jnp.float32
+    assert obs.pod.shape == (5,) and obs.action_mask.shape == (n + 1,)
     mask = np.asarray(obs.action_mask)
     assert mask[:-1].any() and not mask[-1]                     # a node fits: no "cannot place"
     keys = jax.random.split(jax.random.PRNGKey(1), 6)

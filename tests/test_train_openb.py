@@ -219,7 +219,7 @@ def test_the_learned_policy_in_the_replay_is_the_environment_driven_by_it(trace_
         logits, _ = net.apply(variables, obs)
         obs, state, _, _, _, info = step(jax.random.PRNGKey(t), state, jnp.argmax(logits), params)
         used.append(int(info["used_milli"]))
-    policy = as_policy(net, variables, params.num_models)
+    policy = as_policy(net, variables, nodes.models)     # the node file's per-model table
     spec = params.nodes.replace(**{f: getattr(params.nodes, f)[0] for f in (
         "cpu_milli", "memory_mib", "num_gpus", "model", "gpu_exists")})
     log = simulator.replay(policy, spec, jax.tree_util.tree_map(lambda x: x[:1], params.pods),
@@ -266,8 +266,14 @@ def test_the_replay_command_refuses_synthetic_runs_and_other_node_files(imitatio
     (synthetic / "config.json").write_text(json.dumps({"hidden": 8, "env": {"num_nodes": 4}}))
     with pytest.raises(ValueError, match="trained on Cluster-v0, not on the OpenB trace"):
         openb_main(["--policies", str(synthetic), "--seeds", "1", "--no-progress"])
-    with pytest.raises(ValueError, match="GPU models"):     # trained on 2 models, gpu has 7
-        openb_main(["--policies", imitation_run[0], "--seeds", "1", "--no-progress"])
+    # A model-agnostic run (the default) runs on other GPU models, but only those the
+    # per-model table knows: one it lacks is refused, named, before any replay.
+    from tests.test_openb import POD_HEADER, small_nodes, write
+    other = small_nodes(tmp_path, [("n0", 32000, 262144, 2, "B200"), ("n1", 32000, 262144, 1, "T4")])
+    pods = write(tmp_path, "pods.csv", POD_HEADER, [("p0", 1000, 1024, 1, 1000, "")])
+    with pytest.raises(ValueError, match="'B200' are not in the per-model table.*add_gpu_model"):
+        openb_main(["--nodes", other.path, "--pods", str(pods), "--policies", imitation_run[0],
+                    "--seeds", "1", "--no-progress"])
     with pytest.raises(ValueError, match="unknown"):
         openb_main(["--policies", "fgd,not_a_policy_or_dir", "--no-progress"])
 
@@ -360,7 +366,7 @@ def test_bad_openb_flags_fail_before_any_work(argv, message, capsys, tmp_path):
 @pytest.mark.slow   # trains or replays (compilation)
 def test_openb_runs_are_refused_where_vte_clusters_are_expected(imitation_run, trace_files,
                                                                  capsys, tmp_path):
-    """Serving, drawing and --init-from across node files of other GPU models say why."""
+    """Serving, drawing and --init-from across observation encodings say why."""
     out, _ = imitation_run
     from vte.render import resolve_policy
     from vte.serve.place import make_placer
@@ -369,10 +375,10 @@ def test_openb_runs_are_refused_where_vte_clusters_are_expected(imitation_run, t
     with pytest.raises(ValueError, match="trained on OpenB-v0 .--env openb., which has no "
                                          "mapping to DECICE's API"):
         make_placer(out)
-    with pytest.raises(SystemExit) as exc:       # the small trace has 2 GPU models, gpu 7
-        imitate.main(["--env", "openb", "--teacher", "fgd", "--init-from", out,
-                      "--hidden", "16", "--out", str(tmp_path / "x")])
-    assert exc.value.code == 2 and "the network's input width differs" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:       # the run observes agnostic, this one one-hot
+        imitate.main(["--env", "openb", "--teacher", "fgd", "--init-from", out, "--encoding",
+                      "onehot", "--hidden", "16", "--out", str(tmp_path / "x")])
+    assert exc.value.code == 2 and "the network's input differs" in capsys.readouterr().err
 
 
 def test_sub_clusters_without_a_gpu_are_drawn_again(tmp_path):
@@ -572,7 +578,8 @@ def test_a_plan_teacher_over_a_run_directory_labels_with_the_planner_over_its_ne
     """`--teacher plan:RUN_DIR` (expert iteration): the label is the node the lookahead
     planner chooses over the run's network, loaded once and held fixed; a run trains on
     those labels (here over and from the run's checkpoint 2, `RUN_DIR@2`) and records the
-    teacher; a run of other GPU models, or a checkpoint the run lacks, is refused."""
+    teacher; a checkpoint the run lacks is refused, and the run's model-agnostic network
+    plans on a node file of other GPU models too."""
     from train.config import ImitateConfig
     from train.envs import make_env
     from vte.openb import cluster, lookahead
@@ -580,7 +587,7 @@ def test_a_plan_teacher_over_a_run_directory_labels_with_the_planner_over_its_ne
     run, _ = imitation_run
     env = make_env(ImitateConfig.from_args(tiny(trace_files) + ["--teacher", f"plan:{run}"]))
     params = env.params
-    plan = lookahead.planner(learned_policy(run, params.num_models))
+    plan = lookahead.planner(learned_policy(run, vte.openb.load_nodes(trace_files[0]).models))
 
     def both(key):
         def body(carry, k):
@@ -606,8 +613,7 @@ def test_a_plan_teacher_over_a_run_directory_labels_with_the_planner_over_its_ne
                                       "--out", out])
     assert ckpt.load_config(out)["teacher"] == f"plan:{run}@2"
     assert 0.0 <= _rows(out)[-1]["greedy_match"] <= 1.0
-    with pytest.raises(ValueError, match="GPU models"):    # trained on 2 models, gpu has 7
-        ImitateConfig.from_args(["--env", "openb", "--teacher", f"plan:{run}"])
+    ImitateConfig.from_args(["--env", "openb", "--teacher", f"plan:{run}"])  # 2 models, gpu 7
     with pytest.raises(ValueError, match=r"has no checkpoint 3 \(its checkpoints: \[2, 4\]\)"):
         ImitateConfig.from_args(tiny(trace_files) + ["--teacher", f"plan:{run}@3"])
 

@@ -147,6 +147,12 @@ class TrainConfig:
                                "where it adds some), so each decision is credited with what "
                                "it leaves for later pods (openb; 0: none)", low=0.0,
                                group="environment")
+    encoding: str = flag("agnostic", "how a node's GPU model enters the observation "
+                         "(openb): agnostic, whether the pod may use its GPUs and their memory "
+                         "and watts from the per-model table (vte.openb.power.GPU_MODELS), so "
+                         "the network runs on clusters of other GPU models; onehot, a one-hot "
+                         "of the node file's models (runs saved before this flag)",
+                         group="environment", choices=("agnostic", "onehot"))
     # outputs
     log_every: int = flag(5, "updates per compiled chunk: metrics and progress bar refresh",
                           low=1, group="outputs")

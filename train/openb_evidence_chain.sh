@@ -14,13 +14,17 @@
 #   evidence  imitation of the horizon-32 planner over round3's network, FGD playing the
 #             futures, choosing by evidence (z = 2): the first 16 updates of a 64-update
 #             schedule: `openb-evidence`, the same weights bit for bit.
-# Each run's seconds, and their sum, go to OUT_DIR/times.txt. The network to use is OUT_DIR/evidence.
+# Every run observes GPU models in the model-agnostic encoding (`--encoding agnostic`: whether
+# the pod may use a node's GPUs, their memory and watts from the per-model table), so the
+# network runs on clusters of GPU models the trace lacks; ENCODING=onehot rebuilds the
+# one-hot network shipped before. Each run's seconds, and their sum, go to OUT_DIR/times.txt.
+# The network to use is OUT_DIR/evidence.
 set -euo pipefail
 OUT=${1:?usage: bash train/openb_evidence_chain.sh OUT_DIR}
 mkdir -p "$OUT"
 : > "$OUT/times.txt"
 COMMON=(--env openb --num-nodes 64 --num-envs 128 --num-steps 16 --num-minibatches 4
-        --update-epochs 1 --hidden 64 --eval-episodes 0)
+        --update-epochs 1 --hidden 64 --eval-episodes 0 --encoding "${ENCODING:-agnostic}")
 BANK2=default,gpushare100
 BANK3=default,gpushare100,cpu250
 

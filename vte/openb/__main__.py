@@ -159,8 +159,8 @@ def _policies(text: str) -> list[str]:
     return names
 
 
-def _learned(run_dir: str, num_models: int):
-    """The network a run directory trained, as a replay policy
+def _learned(run_dir: str, num_models):
+    """The network a run directory trained, as a replay policy on a node file's GPU models
     (`registration.learned_policy`), its errors naming --policies."""
     from vte.openb.registration import learned_policy
     try:
@@ -193,7 +193,7 @@ def make_policy(name: str, models, plan_settings=None, pods_first: bool = False,
             return pwr_within(policy(base), margin, models, switch_at=switch_at,
                               late_margin=late_margin, fill_sockets=fill)
         if _is_run(name):
-            return _learned(name, max(len(models), 1))
+            return _learned(name, tuple(models))
         return policy_by_name(name, models)
 
     return policy(name)

@@ -57,7 +57,16 @@ from vte.openb.workload import build_workload, pod_arrays, typical_pods, typical
 
 GPU_RULE = "fgd"          # a shared pod's GPU: FGD's (least fragmentation, lowest index on ties)
 MEM_NORM = 1 << 20        # MiB: 1 TiB, the largest node of the trace
-BASE_NODE_FEATURES = 16   # node features before the GPU model one-hot (`Observation.nodes`)
+BASE_NODE_FEATURES = 16   # node features before the GPU-model ones (`Observation.nodes`)
+AGNOSTIC, ONEHOT = "agnostic", "onehot"
+ENCODINGS = (AGNOSTIC, ONEHOT)   # how a node's GPU model enters the observation (`observe`):
+                          # agnostic (the default): 4 columns read off the per-model table
+                          # (`power.GPU_MODELS`), whatever the models; onehot: one column per
+                          # model of the node file and the pod's allowed models (M bits),
+                          # the encoding of runs saved before the field existed
+GPU_FEATURES = 4          # the agnostic encoding's node columns (`GPU_COLUMNS`)
+GIB_NORM = 100.0          # GiB: a GPU's memory / 100 (an 80 GiB H100: 0.8)
+WATT_NORM = 1000.0        # W: a GPU's idle and busy watts / 1000
 KW = 1000.0               # W per kW, the power term's unit in the reward
 FGD_GAIN, FGD_SCORE, RANK = range(BASE_NODE_FEATURES - 3, BASE_NODE_FEATURES)
                           # the last three base columns of `Observation.nodes` (`observe`)
@@ -93,6 +102,8 @@ class OpenBParams:
     typical_prob: jax.Array | None = None
                              # (W, K) float32, those counts / their sum (None for one trace)
     num_models: int = struct.field(pytree_node=False, default=1)   # GPU models (one-hot width)
+    encoding: str = struct.field(pytree_node=False, default=AGNOSTIC)
+                             # how the observation encodes GPU models (`ENCODINGS`)
 
     @property
     def num_nodes(self) -> int:
@@ -130,17 +141,22 @@ class EnvState:
 class Observation:
     """What a real scheduler sees: the nodes, the pod to place, the arrived share."""
 
-    nodes: jax.Array         # (N, 16 + M) float32, per node: free CPU / 128 cores, free memory
+    nodes: jax.Array         # (N, 16 + E) float32, per node: free CPU / 128 cores, free memory
                              # / 1 TiB, free milli of each of the 8 GPU slots / 1000 (0 on a
                              # missing slot), GPUs / 8, pods / 1001, allocated GPU share,
                              # FGD's fragmentation gain of placing the pod there / 1000
                              # (GPUs; `policies.fgd_gain`), FGD's published score / 100, the
                              # node's tie-break rank / (N - 1) (the scheduler's own random
-                             # order, which the published policies break ties by), GPU model
-                             # one-hot (M models)
-    pod: jax.Array           # (5 + M,) float32, CPU / 128 cores, memory / 1 TiB, GPUs / 8,
-                             # milli per GPU / 1000, shared (1 GPU < 1000 milli), allowed
-                             # models (M bits; all 1 when any model)
+                             # order, which the published policies break ties by), then
+                             # the GPU model (`ENCODINGS`): agnostic, E = 4: the pod may use
+                             # this node's GPUs (its model list allows the node's model or
+                             # names none), one GPU's memory / 100 GiB, idle and busy watts
+                             # / 1000 (the per-model table, `power.GPU_MODELS`; 0 without
+                             # GPUs); onehot, E = M: a one-hot of the node file's M models
+    pod: jax.Array           # (5,) float32 (agnostic) or (5 + M,) (onehot): CPU / 128 cores,
+                             # memory / 1 TiB, GPUs / 8, milli per GPU / 1000, shared (1 GPU <
+                             # 1000 milli); onehot adds the allowed models (M bits; all 1
+                             # when any model)
     progress: jax.Array      # () float32, arrived GPU demand / the cluster's GPUs
     action_mask: jax.Array   # (N + 1,) bool, feasible nodes; the last ("cannot place") is
                              # True exactly when no node is feasible
@@ -156,7 +172,7 @@ class Observation:
 def make_params(nodes: NodeTable, pods: PodTable | Sequence[PodTable], seeds: Sequence[int],
                 tune: float = 1.3, subset: int | None = None, invalid_penalty: float = 1.0,
                 power_weight: float | tuple[float, float] = 0.0,
-                frag_shaping: float = 0.0) -> OpenBParams:
+                frag_shaping: float = 0.0, encoding: str = AGNOSTIC) -> OpenBParams:
     """A bank of one workload per seed (OPENB.md section 2), on the full cluster or on a
     random `subset` of its nodes (demand tuned to that sub-cluster's GPUs). `pods`: one
     trace's pod table, or several (each read against `nodes`): then the bank holds one
@@ -167,7 +183,11 @@ def make_params(nodes: NodeTable, pods: PodTable | Sequence[PodTable], seeds: Se
     params: `params.replace(power_weight=...)` and `jax.vmap` over it work too), or a range
     (low, high) with 0 <= low <= high <= 1 from which each episode draws its own.
     `frag_shaping` c >= 0 adds c x the fragmentation a placement removes (GPUs, FGD's gain
-    at the chosen node; negative where it adds some) to its reward (OPENB.md section 10)."""
+    at the chosen node; negative where it adds some) to its reward (OPENB.md section 10).
+    `encoding`: how the observation encodes GPU models (`ENCODINGS`; every model of the node
+    file needs a row of the per-model table, `power.GPU_MODELS`, checked first)."""
+    check_encoding(encoding)
+    watts = power_model(nodes.models)        # ValueError naming a model the table lacks
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds is empty: give at least one seed")
@@ -185,7 +205,6 @@ def make_params(nodes: NodeTable, pods: PodTable | Sequence[PodTable], seeds: Se
     if not (np.isfinite(low) and np.isfinite(high) and 0.0 <= low <= high <= 1.0):
         raise ValueError(f"power_weight={power_weight} is invalid: allowed a number in [0, 1] "
                          "or a range (low, high) with 0 <= low <= high <= 1")
-    watts = power_model(nodes.models)
     if len(tables) == 1:
         typical, counts, probs = typical_pods(tables[0]), None, None
         own = [typical]
@@ -219,7 +238,14 @@ def make_params(nodes: NodeTable, pods: PodTable | Sequence[PodTable], seeds: Se
         power_weight=jnp.float32(low), power_weight_spread=jnp.float32(high - low),
         frag_shaping=jnp.float32(frag_shaping),
         typical_weight=per_workload(counts, jnp.int32), typical_prob=per_workload(probs, jnp.float32),
-        num_models=max(len(nodes.models), 1))
+        num_models=max(len(nodes.models), 1), encoding=encoding)
+
+
+def check_encoding(encoding: str) -> str:
+    """`encoding` if it is one of `ENCODINGS`; ValueError otherwise."""
+    if encoding not in ENCODINGS:
+        raise ValueError(f"encoding={encoding!r} is invalid: allowed {' or '.join(ENCODINGS)}")
+    return encoding
 
 
 MAX_DRAWS = 100   # sub-cluster draws per seed before a GPU-less node file is given up on
@@ -281,23 +307,26 @@ def reset(key: jax.Array, params: OpenBParams) -> tuple[Observation, EnvState]:
 
 def get_obs(state: EnvState, params: OpenBParams) -> Observation:
     return observe(state.nodes, current_pod(state, params), state.cluster, params.num_models,
-                   state.power_weight, params.power)
+                   state.power_weight, params.power, params.encoding)
 
 
 def observe(st: State, pod: Pod, spec: Spec, num_models: int,
-            preference: jax.Array = 0.0, power: PowerModel | None = None) -> Observation:
+            preference: jax.Array = 0.0, power: PowerModel | None = None,
+            encoding: str = AGNOSTIC) -> Observation:
     """The observation of a cluster state and the pod to place (the environment's, and what
     a learned policy computes inside the replay, `vte.openb.network.as_policy`)."""
-    return observe_with_gpu(st, pod, spec, num_models, preference, power)[0]
+    return observe_with_gpu(st, pod, spec, num_models, preference, power, encoding)[0]
 
 
 def observe_with_gpu(st: State, pod: Pod, spec: Spec, num_models: int,
-                     preference: jax.Array = 0.0,
-                     power: PowerModel | None = None) -> tuple[Observation, jax.Array]:
+                     preference: jax.Array = 0.0, power: PowerModel | None = None,
+                     encoding: str = AGNOSTIC) -> tuple[Observation, jax.Array]:
     """`observe`, and the GPU a shared pod takes on each node ((N,) int32, `GPU_RULE`),
     which comes out of the same FGD computation. `preference`: the reward's power weight;
-    `power`: the node file's GPU watts (default: the bundled node files',
-    `power_model(BUNDLED_MODELS)`)."""
+    `power`: the node file's per-model table (`power.power_model(nodes.models)`; default:
+    the bundled node files', `power_model(BUNDLED_MODELS)`); `encoding`: how GPU models
+    enter (`ENCODINGS`; `num_models` is the one-hot's width, unused by the agnostic one)."""
+    check_encoding(encoding)
     if power is None:
         power = power_model(BUNDLED_MODELS)
     feasible = cluster.feasible(st, pod, spec)
@@ -311,14 +340,17 @@ def observe_with_gpu(st: State, pod: Pod, spec: Spec, num_models: int,
         jnp.stack([gpus / MAX_GPUS_PER_NODE, st.pods / cluster.MAX_PODS_PER_NODE, used,
                    gain / MILLI, fgd_score(gain) / 100.0,
                    st.rank / jnp.maximum(st.rank.shape[0] - 1, 1)], -1),
-        (spec.model[:, None] == m[None, :]).astype(jnp.float32),
+        (spec.model[:, None] == m[None, :]).astype(jnp.float32) if encoding == ONEHOT
+        else gpu_features(pod, spec, power),
     ], axis=-1).astype(jnp.float32)
-    allowed = jnp.where(pod.model_mask == 0, 1.0, (jnp.right_shift(pod.model_mask, m) & 1).astype(jnp.float32))
-    pod_features = jnp.concatenate([
-        jnp.stack([pod.cpu_milli / CPU_NORM, pod.memory_mib / MEM_NORM,
-                   pod.num_gpus / MAX_GPUS_PER_NODE, pod.gpu_milli / MILLI,
-                   cluster.is_shared(pod).astype(jnp.float32)]),
-        allowed]).astype(jnp.float32)
+    pod_features = jnp.stack([pod.cpu_milli / CPU_NORM, pod.memory_mib / MEM_NORM,
+                              pod.num_gpus / MAX_GPUS_PER_NODE, pod.gpu_milli / MILLI,
+                              cluster.is_shared(pod).astype(jnp.float32)])
+    if encoding == ONEHOT:
+        allowed = jnp.where(pod.model_mask == 0, 1.0,
+                            (jnp.right_shift(pod.model_mask, m) & 1).astype(jnp.float32))
+        pod_features = jnp.concatenate([pod_features, allowed])
+    pod_features = pod_features.astype(jnp.float32)
     progress = st.arrived / jnp.maximum(spec.total_gpu_milli, 1)
     mask = jnp.concatenate([feasible, ~jnp.any(feasible)[None]])
     increase, _ = power_increase(st, pod, spec, power)                          # (N,) W
@@ -328,6 +360,25 @@ def observe_with_gpu(st: State, pod: Pod, spec: Spec, num_models: int,
     return Observation(nodes=nodes, pod=pod_features, progress=progress.astype(jnp.float32),
                        action_mask=mask, preference=jnp.asarray(preference, jnp.float32),
                        power=watts), shared_gpu
+
+
+def gpu_features(pod: Pod, spec: Spec, power: PowerModel) -> jax.Array:
+    """(N, 4) float32, the agnostic encoding's node columns (`GPU_COLUMNS`): whether the
+    pod's model list allows the node's GPU model (1 when it names none; 0 on a node without
+    GPUs when it names some), then one GPU's memory / `GIB_NORM` and idle and busy watts /
+    `WATT_NORM` from the per-model table (0 on a node without GPUs)."""
+    if power.gpu_memory_gib is None:
+        raise ValueError("power has no gpu_memory_gib: build it with "
+                         "vte.openb.power.power_model(nodes.models)")
+    has = spec.model >= 0
+    model = jnp.maximum(spec.model, 0)
+    bit = (jnp.right_shift(pod.model_mask, model) & 1) > 0
+    allowed = (pod.model_mask == 0) | (has & bit)
+    def per_model(table, norm):
+        return jnp.where(has, table[model].astype(jnp.float32) / norm, 0.0)
+    return jnp.stack([allowed.astype(jnp.float32), per_model(power.gpu_memory_gib, GIB_NORM),
+                      per_model(power.gpu_idle_w, WATT_NORM),
+                      per_model(power.gpu_busy_w, WATT_NORM)], -1)
 
 
 def _transition(state: EnvState, action: jax.Array, in_range: jax.Array, params: OpenBParams):
@@ -448,7 +499,8 @@ class OpenBEnv(Environment[EnvState, OpenBParams]):
         return observation_specs(params)
 
     def observation_columns(self, params: OpenBParams):
-        return observation_columns(params, self.model_names)
+        return observation_columns(params, self.model_names if params.encoding == ONEHOT
+                                   else None)
 
     def is_terminated(self, state: EnvState, params: OpenBParams) -> jax.Array:
         """() bool, the workload's last pod has been decided."""
@@ -484,6 +536,13 @@ POD_COLUMNS = (
     Column("gpu_milli/1000", "milli-GPU", "share of each GPU asked for"),
     Column("shared", "flag", "1 when the pod asks for less than one whole GPU"),
 )
+GPU_COLUMNS = (           # the agnostic encoding's node columns (`gpu_features`)
+    Column("gpu_allowed", "flag", "the pod may use this node's GPUs (its model list allows "
+           "the node's model, or names none)"),
+    Column("gpu_memory/100GiB", "GiB", "memory of one of the node's GPUs (per-model table)"),
+    Column("gpu_idle_w/1000", "W", "watts of one of the node's GPUs idle (per-model table)"),
+    Column("gpu_max_w/1000", "W", "watts of one of the node's GPUs busy (per-model table)"),
+)
 POWER_COLUMNS = (
     Column("added_kw", "kW", "power the placement adds to the datacenter (0 where infeasible)"),
     Column("pwr_score/100", "fraction", "the PWR paper's score of the node (0 where infeasible)"),
@@ -492,9 +551,13 @@ POWER_COLUMNS = (
 
 def observation_columns(params: OpenBParams, model_names: Sequence[str] | None = None
                         ) -> dict[str, tuple[Column, ...]]:
-    """The named columns of `Observation.nodes`, `.pod` and `.power` (`NODE_COLUMNS`, then
-    one flag per GPU model; `POD_COLUMNS`, then one allowed-model flag per model).
-    `model_names`: the node file's models in their one-hot order (default: model_0 ...)."""
+    """The named columns of `Observation.nodes`, `.pod` and `.power`: agnostic encoding
+    (`params.encoding`): `NODE_COLUMNS` then `GPU_COLUMNS`, `POD_COLUMNS`; onehot:
+    `NODE_COLUMNS` then one flag per GPU model, `POD_COLUMNS` then one allowed-model flag per
+    model. `model_names`: the node file's models in their one-hot order (default: model_0
+    ...; the agnostic encoding names no model and ignores them)."""
+    if params.encoding == AGNOSTIC:
+        return {"nodes": NODE_COLUMNS + GPU_COLUMNS, "pod": POD_COLUMNS, "power": POWER_COLUMNS}
     names = tuple(model_names) if model_names is not None else tuple(
         f"model_{k}" for k in range(params.num_models))
     if len(names) != params.num_models:
@@ -510,8 +573,8 @@ def observation_columns(params: OpenBParams, model_names: Sequence[str] | None =
 
 
 def observation_specs(params: OpenBParams) -> dict[str, FieldSpec]:
-    """Every `Observation` field's shape, dtype and bounds: nodes (N, 16 + M) float32, pod
-    (5 + M,) float32, progress () float32, action_mask (N + 1,) bool, preference () float32
+    """Every `Observation` field's shape, dtype and bounds: nodes (N, 16 + E) float32, pod
+    (5,) float32 (agnostic; onehot: E = M and pod (5 + M,)), progress () float32, action_mask (N + 1,) bool, preference () float32
     in [0, 1], power (N, 2) float32 (kW in [0, the most a node can draw], PWR's score in
     [0, 1]).
 
@@ -520,8 +583,12 @@ def observation_specs(params: OpenBParams) -> dict[str, FieldSpec]:
     CPU and memory in [0, the largest pod's]; FGD's gain in [-g, g] GPUs, g the most GPUs of
     a node (the expected fragmentation a placement removes or adds lies within the node's
     GPUs), its score in [0, 1]; progress in [0, the largest GPU demand a workload brings /
-    its cluster's GPUs] (the tune, 1.3 in the paper); every other column in [0, 1]."""
-    n, m = params.num_nodes, params.num_models
+    its cluster's GPUs] (the tune, 1.3 in the paper); the agnostic GPU memory and watts in
+    [0, the per-model table's largest / its norm]; every other column in [0, 1]."""
+    n = params.num_nodes
+    onehot = params.encoding == ONEHOT
+    m = params.num_models if onehot else GPU_FEATURES
+    pod_width = 5 + params.num_models if onehot else 5
     nodes, pods = params.nodes, params.pods
 
     def largest(x, what, norm=1.0):          # > 0: no column with equal bounds
@@ -532,7 +599,13 @@ def observation_specs(params: OpenBParams) -> dict[str, FieldSpec]:
     node_high[1] = largest(nodes.memory_mib, "nodes.memory_mib", MEM_NORM)
     gpus = max(concrete_extreme(nodes.num_gpus, "nodes.num_gpus"), 1.0)
     node_low[FGD_GAIN], node_high[FGD_GAIN] = -gpus, gpus         # FGD gain / MILLI
-    pod_high = np.ones(5 + m)
+    if not onehot:                                                 # memory, idle, busy
+        table = params.power
+        for col, (x, norm) in enumerate(((table.gpu_memory_gib, GIB_NORM),
+                                         (table.gpu_idle_w, WATT_NORM),
+                                         (table.gpu_busy_w, WATT_NORM)), BASE_NODE_FEATURES + 1):
+            node_high[col] = largest(x, "power", norm)
+    pod_high = np.ones(pod_width)
     pod_high[0] = largest(pods.cpu_milli, "pods.cpu_milli", CPU_NORM)
     pod_high[1] = largest(pods.memory_mib, "pods.memory_mib", MEM_NORM)
     demand = np.where(np.asarray(pods.valid),
@@ -542,7 +615,7 @@ def observation_specs(params: OpenBParams) -> dict[str, FieldSpec]:
     return {
         "nodes": field_spec((n, BASE_NODE_FEATURES + m), np.float32,
                             round_outward(node_low, up=False), round_outward(node_high, up=True)),
-        "pod": field_spec((5 + m,), np.float32, 0.0, round_outward(pod_high, up=True)),
+        "pod": field_spec((pod_width,), np.float32, 0.0, round_outward(pod_high, up=True)),
         "progress": field_spec((), np.float32, 0.0, round_outward(progress, up=True)),
         "action_mask": field_spec((n + 1,), np.bool_, False, True),
         "preference": field_spec((), np.float32, 0.0, 1.0),

@@ -5,6 +5,12 @@
     logits, value = net.apply(variables, obs)    # logits (..., N + 1), value (...)
     policy = as_policy(net, variables, num_models)   # a policy of the replay (policies.py)
 
+The GPU model enters the node features in one of two encodings (`env.ENCODINGS`): agnostic
+(the default since the field exists), whether the pod may use the node's GPUs and their
+memory and watts from the per-model table, so one network runs on a cluster of any GPU
+models the table knows (`power.add_gpu_model`); onehot (runs saved before), a one-hot of the
+node file's models, so such a network runs only on the models it was trained on.
+
 Each node is encoded by one shared MLP from its own features joined with the pod's and the
 arrived share; a deep-sets context (mean and max over the nodes) conditions a second
 per-node layer (FiLM) and gives the "cannot place" logit and the value. The same
@@ -22,15 +28,18 @@ across preferences (`--power-weight LOW HIGH`) learns what changes with w.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from vte.network import Dense, masked_logits
 from vte.openb.cluster import Pod, Spec, State
-from vte.openb.env import BASE_NODE_FEATURES, Observation, observe_with_gpu
+from vte.openb.env import (AGNOSTIC, BASE_NODE_FEATURES, GPU_FEATURES, ONEHOT, Observation,
+                           check_encoding, observe_with_gpu)
 from vte.openb.policies import Policy
-from vte.openb.power import PowerModel
+from vte.openb.power import PowerModel, power_model
 
 
 class OpenBNet(nn.Module):
@@ -72,8 +81,19 @@ class OpenBNet(nn.Module):
 
 
 def models_of(variables) -> int:
-    """The number of GPU models a trained network's input was built for."""
+    """The GPU-model columns of a trained network's node input: the number of GPU models a
+    one-hot network was built for (`GPU_FEATURES` for an agnostic one)."""
     return int(variables["params"]["node_in"]["kernel"].shape[0]) - BASE_NODE_FEATURES
+
+
+def encoding_of(variables, encoding: str | None = None) -> str:
+    """The encoding a network was trained with: `encoding` when given (a run's config.json
+    records it), else read off its input width: agnostic when it has `GPU_FEATURES`
+    GPU-model columns, onehot otherwise (a one-hot network of exactly that many models
+    must be given onehot: its run's config says so)."""
+    if encoding is not None:
+        return check_encoding(encoding)
+    return AGNOSTIC if models_of(variables) == GPU_FEATURES else ONEHOT
 
 
 def with_power_inputs(variables, hidden: int):
@@ -87,32 +107,56 @@ def with_power_inputs(variables, hidden: int):
     return {**variables, "params": {**params, **zeros}}
 
 
-def as_policy(net: OpenBNet, variables, num_models: int, preference: float = 0.0,
-              power: PowerModel | None = None) -> Policy:
+def as_policy(net: OpenBNet, variables, num_models: int | Sequence[str], preference: float = 0.0,
+              power: PowerModel | None = None, *, encoding: str | None = None,
+              trained_models: Sequence[str] | None = None) -> Policy:
     """The network as a policy of the replay, `(key, state, pod, feasible, spec) -> (scores,
     shared_gpu)`: its logits score the nodes (the replay keeps the best feasible one, ties to
     the smallest rank) and a shared pod takes FGD's GPU, the environment's rule (`GPU_RULE`).
     `preference`: the power weight w in [0, 1] it schedules for (`Observation.preference`);
-    `power`: the node file's GPU watts (`power.power_model(nodes.models)`; default the
-    bundled node files').
+    `num_models`: the node file's GPU models (`NodeTable.models`), or their number; given
+    by name, `power` defaults to their per-model table (`power.power_model`, which refuses a
+    model it lacks), else to the bundled node files'. `encoding`: the one the network was
+    trained with (its run's config.json; None: `encoding_of`). `trained_models`: a one-hot
+    network's models by name (its run's node file), checked against the named models.
 
-    Raises ValueError when the network was trained on another number of GPU models, or on
-    a preference outside [0, 1]."""
-    trained = models_of(variables)
-    if trained != num_models:
-        raise ValueError(f"the network was trained on a node file with {trained} GPU models; "
-                         f"this one has {num_models}: use the node file it trained on")
+    Raises ValueError, before any work, when a one-hot network was trained on other GPU
+    models (naming the ones it was trained on and the ones this node file adds), when the
+    network's input width is not its encoding's, or on a preference outside [0, 1]."""
+    names = None if isinstance(num_models, int) else tuple(num_models)
+    count = max(len(names), 1) if names is not None else int(num_models)
+    encoding = encoding_of(variables, encoding)
+    columns = models_of(variables)
+    if encoding == ONEHOT:
+        if trained_models is not None and names is not None and \
+                tuple(trained_models) != names:
+            lacks = [m for m in names if m not in trained_models]
+            raise ValueError(
+                f"the network encodes GPU models one-hot and was trained on "
+                f"{', '.join(trained_models)}; this node file's models are {', '.join(names)}"
+                + (f" ({', '.join(lacks)} unknown to it)" if lacks else " (another order)")
+                + ": use a node file of the models it trained on, or a network of the "
+                "agnostic encoding")
+        if columns != count:
+            raise ValueError(f"the network was trained on a node file with {columns} GPU "
+                             f"models; this one has {count}: use the node file it trained on")
+    elif columns != GPU_FEATURES:
+        raise ValueError(f"the network has {columns} GPU-model input columns; the agnostic "
+                         f"encoding has {GPU_FEATURES}: is its encoding onehot?")
     if not 0.0 <= float(preference) <= 1.0:
         raise ValueError(f"preference={preference} is invalid: allowed a number in [0, 1]")
+    if power is None and names is not None:
+        power = power_model(names)        # ValueError naming a model the table lacks
     variables = with_power_inputs(variables, net.hidden)
 
     def policy(key: jax.Array, state: State, pod: Pod, feasible: jax.Array, spec: Spec):
         del key, feasible
-        obs, shared_gpu = observe_with_gpu(state, pod, spec, num_models, preference, power)
+        obs, shared_gpu = observe_with_gpu(state, pod, spec, count, preference, power,
+                                           encoding)
         logits, _ = net.apply(variables, obs)
         return logits[:-1], shared_gpu
 
     return policy
 
 
-__all__ = ["OpenBNet", "as_policy", "models_of"]
+__all__ = ["OpenBNet", "as_policy", "models_of", "encoding_of"]

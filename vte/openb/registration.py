@@ -51,7 +51,9 @@ TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit"
             "preference_mix", "plan_fgd")
 PLAN = "plan:"              # a teacher "plan:<base>": the lookahead planner over a published
                             # policy or a trained run directory (`teacher_action`)
-CONFIG_KEYS = ("num_nodes", "trace", "nodes", "workloads", "tune", "power_weight", "frag_shaping")
+CONFIG_KEYS = ("num_nodes", "trace", "nodes", "workloads", "tune", "power_weight", "frag_shaping",
+               "encoding")
+SAVED_BEFORE_ENCODING = oenv.ONEHOT   # the encoding of a run whose config.json has none
 
 
 @functools.lru_cache(maxsize=8)
@@ -71,12 +73,14 @@ def load_trace(pods: str = "default", nodes: str = "gpu"):
 
 
 def make(pods: str = "default", nodes: str = "gpu", seeds=None, subset: int | None = None,
-         tune: float = 1.3, invalid_penalty: float = 1.0, params=None):
+         tune: float = 1.3, invalid_penalty: float = 1.0, params=None,
+         encoding: str = oenv.AGNOSTIC):
     """(env, params): a bank of one workload per seed (default seeds 10_000 ..
     10_000 + 15) of the `pods` trace (several joined by commas: one workload per seed of
     each, `trace_names`) on the `nodes` file, each on a random `subset` of
     its nodes (None: the full cluster); or the environment of given `params` (an
-    `OpenBParams`). Bad values raise ValueError naming them."""
+    `OpenBParams`). `encoding`: how the observation encodes GPU models (`env.ENCODINGS`).
+    Bad values raise ValueError naming them."""
     from vte.openb.trace import TraceError
     if params is not None:
         if not isinstance(params, oenv.OpenBParams):
@@ -90,7 +94,7 @@ def make(pods: str = "default", nodes: str = "gpu", seeds=None, subset: int | No
     if seeds is None:
         seeds = range(TRAIN_SEED0, TRAIN_SEED0 + MAKE_WORKLOADS)
     params = oenv.make_params(table, pod_table, seeds, tune=tune, subset=subset,
-                              invalid_penalty=invalid_penalty)
+                              invalid_penalty=invalid_penalty, encoding=encoding)
     return oenv.OpenBEnv(params, table.models), params
 
 
@@ -121,8 +125,17 @@ def run_params(config, train: bool):
     params = oenv.make_params(nodes, pods, range(TRAIN_SEED0, TRAIN_SEED0 + config.workloads),
                               tune=config.tune, subset=_subset(config, nodes),
                               power_weight=tuple(config.power_weight),
-                              frag_shaping=config.frag_shaping)
+                              frag_shaping=config.frag_shaping,
+                              encoding=encoding_of_config(config))
     return oenv.OpenBEnv(params, nodes.models), params
+
+
+def encoding_of_config(config) -> str:
+    """The observation encoding of a run (`env.ENCODINGS`): its `--encoding`, or in a
+    config.json dict its env's "encoding", onehot for a run saved before the field existed."""
+    if isinstance(config, dict):
+        return oenv.check_encoding(config.get("env", {}).get("encoding", SAVED_BEFORE_ENCODING))
+    return oenv.check_encoding(getattr(config, "encoding", oenv.AGNOSTIC))
 
 
 def check_config(config) -> None:
@@ -145,6 +158,12 @@ def check_config(config) -> None:
         raise flag_error("trace", config.trace, f"a bundled trace ({', '.join(TRACES)}) or "
                          "the path of a pod file of the OpenB format, or several joined by "
                          f"commas ({err})") from None
+    from vte.openb.power import check_gpu_models
+    try:
+        check_gpu_models(nodes.models)      # the observation and the power model read the table
+    except ValueError as err:
+        raise flag_error("nodes", config.nodes, f"a node file whose GPU models the per-model "
+                         f"table knows ({err})") from None
     plan_settings(config)        # the planning teacher's settings, before it is built
     rollouts = getattr(config, "plan_rollouts", None)
     if rollouts is not None and rollouts not in _published():
@@ -206,10 +225,13 @@ def _published() -> tuple[str, ...]:
     return tuple(POLICIES)
 
 
-def learned_policy(run_dir: str, num_models: int):
+def learned_policy(run_dir: str, num_models):
     """The network an OpenB run directory trained, as a replay policy
-    (`vte.openb.network.as_policy`). Raises ValueError, naming the directory, when it is
-    not a run, was trained on another environment, or on a node file of other GPU models."""
+    (`vte.openb.network.as_policy`, in the encoding its config.json records). `num_models`:
+    the node file's GPU models by name (`NodeTable.models`: their per-model table gives the
+    watts and the agnostic features), or their number (the bundled node files' table).
+    Raises ValueError, naming the directory, when it is not a run, was trained on another
+    environment, or (a one-hot network) on a node file of other GPU models."""
     from vte import checkpoint as ckpt
     from vte import registry
     from vte.openb.network import as_policy
@@ -221,10 +243,20 @@ def learned_policy(run_dir: str, num_models: int):
         raise ValueError(f"{run_dir!r} trained on {registry.of_run(config).id}, "
                          "not on the OpenB trace (train with --env openb)")
     try:
+        encoding = encoding_of_config(config)
+        trained = _trained_models(config) if encoding == oenv.ONEHOT else None
         return as_policy(ckpt.network_from_config(config), ckpt.load_variables(run_dir),
-                         num_models)
+                         num_models, encoding=encoding, trained_models=trained)
     except (ValueError, FileNotFoundError) as err:
         raise ValueError(f"{run_dir!r}: {err}") from None
+
+
+def _trained_models(config: dict):
+    """The GPU models of the node file a run trained on (None when it no longer loads)."""
+    try:
+        return load_node_table(config.get("env", {}).get("nodes", "gpu")).models
+    except Exception:            # a node file moved away: the width check still applies
+        return None
 
 
 def plans(teacher: str | None) -> bool:
@@ -284,7 +316,7 @@ def teacher_action(name: str, config):
         if base in POLICIES:
             return POLICIES[base]
         if _is_run(base):
-            return learned_policy(base, max(len(load_node_table(config.nodes).models), 1))
+            return learned_policy(base, load_node_table(config.nodes).models)
         raise ValueError(f"{base!r} is neither a published policy, a directory nor a "
                          "scheduler of the zoo (zoo:NAME, vte.zoo.names())")
     policy = resolve(base)
@@ -342,8 +374,15 @@ def train_reward(state, reward, params):
 
 
 def init_check(source: dict, config) -> str | None:
-    """Why a run's network cannot seed this one: its node file has another number of GPU
-    models (the width of the network's model one-hot); None when it can."""
+    """Why a run's network cannot seed this one: it was trained with another observation
+    encoding, or (one-hot) its node file has another number of GPU models (the width of the
+    network's model one-hot); None when it can."""
+    mine, its = encoding_of_config(config), encoding_of_config(source)
+    if mine != its:
+        return (f"trained with --encoding {its}, this run asks for --encoding {mine}: the "
+                "network's input differs")
+    if mine == oenv.AGNOSTIC:
+        return None
     theirs = source.get("env", {}).get("nodes", "gpu")
     a, b = (max(len(load_node_table(f).models), 1) for f in (theirs, config.nodes))
     if a != b:
@@ -357,7 +396,13 @@ def load_policy(config: dict, variables, greedy: bool = True):
     (scores, shared_gpu)` (`vte.openb.network.as_policy`); `greedy` does not apply (the
     replay keeps the best-scored feasible node)."""
     from vte.openb.network import as_policy, models_of
-    return as_policy(network(config["hidden"]), variables, models_of(variables))
+    encoding = encoding_of_config(config)
+    if encoding == oenv.AGNOSTIC:
+        return as_policy(network(config["hidden"]), variables,
+                         load_node_table(config.get("env", {}).get("nodes", "gpu")).models,
+                         encoding=encoding)
+    return as_policy(network(config["hidden"]), variables, models_of(variables),
+                     encoding=encoding)
 
 
 def as_action(policy):
@@ -388,7 +433,8 @@ def evaluate(config, params, out: str) -> dict:
     for s in range(config.seeds):
         variables = {"params": jax.tree_util.tree_map(lambda x: x[s], params["params"])}
         name = "learned" if s == 0 else f"learned_seed{s}"
-        named[name] = as_policy(net, variables, max(len(nodes.models), 1))
+        named[name] = as_policy(net, variables, nodes.models,
+                                encoding=encoding_of_config(config))
     episodes = config.eval_episodes if config.eval_episodes is not None else EVAL_EPISODES
     results = []
     for i, (trace, pods) in enumerate(zip(trace_names(config.trace), tables)):
@@ -428,4 +474,5 @@ REGISTRATION = Registration(
     evaluate_main="vte.openb.__main__",
     small={"subset": 4, "seeds": (1, 2)},
     defaults={"trace": "default", "nodes": "gpu", "workloads": 256, "tune": 1.3,
-              "power_weight": (0.0, 0.0), "frag_shaping": 0.0})
+              "power_weight": (0.0, 0.0), "frag_shaping": 0.0,
+              "encoding": SAVED_BEFORE_ENCODING})
