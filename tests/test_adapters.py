@@ -521,6 +521,19 @@ def test_gymnax_clients_run_unchanged_rollout_wrapper_legacy_step_and_deepcopy()
         GymnaxEnv(SMALL, step_api="five")
 
 
+@pytest.mark.parametrize("env_id", vte.registered())
+@pytest.mark.parametrize("observation", ["dict", "flat"])
+def test_sb3_check_env_passes_on_every_registered_id(env_id, observation):
+    """Stable-Baselines3's checker on every registered environment through Gymnasium, both
+    observation forms (CI installs torch's CPU build and SB3 before the project; a plain
+    `pip install -e ".[dev]"` does not, and then this skips)."""
+    pytest.importorskip("stable_baselines3")
+    import gymnasium as gym
+    from stable_baselines3.common.env_checker import check_env
+    env = gym.make(f"vte/{env_id}", observation=observation, **vte.registration(env_id).small)
+    check_env(env.unwrapped, warn=False)
+
+
 def test_sb3_check_env_passes_and_the_flat_observation_draws_no_warning():
     """Stable-Baselines3's checker (where it is installed: not in the dev extra, it needs
     torch) on both observation forms; the flat one draws no warning at all."""
