@@ -4,7 +4,10 @@
 `vte.node_costs` and `vte.optimal_action` are `jax.jit` of the functions in `vte.env`,
 `vte.observation` and `vte.scoring`. The shape-deciding fields of `EnvParams`
 (`num_nodes`, `queue_len`, ...) are static (part of its pytree structure), the other fields
-are traced, so a new float value does not recompile. Inside the caller's own `jit` or
+are traced, so a new float value does not recompile. The first call of each shape (of the
+params' static fields and the state's arrays) compiles the function once, a few seconds on
+a CPU; every later call of that shape runs the compiled program (kept for the process;
+`jax.config.update("jax_compilation_cache_dir", DIR)` keeps it across processes). Inside the caller's own `jit` or
 `vmap` (any traced argument) they call the plain functions, so nothing changes there; and
 every check that raises before any work still raises: shapes and dtypes are checked while
 tracing, and a concrete action too wide for int32 is turned into an invalid action before
