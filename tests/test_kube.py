@@ -503,3 +503,27 @@ def test_cli_builds_the_twin_from_a_snapshot(tmp_path):
     assert twin.allocation() == {"uid-x": ("a", (1,))}
     with pytest.raises(ValueError, match="--policy"):
         cli.build(cli.parser().parse_args(["--policy", "nonsense"]))
+
+
+def test_nodes_in_full_as_go_writes_them_take_the_fast_path(trace, typical):
+    from vte.openb.kube.extender import split_nodes
+    nodes = [gpu_node("a", 2), gpu_node("b", 4)]
+    nodes[1]["metadata"]["ownerReferences"] = [{"kind": "x"}, {"kind": "y"}]   # nested objects
+    nodes[1]["status"]["note"] = 'a string with },{"kind": inside'
+    body = json.dumps({"Pod": pod("p", count="1", milli="500"), "Nodes": {"metadata": {}, "items": nodes},
+                       "NodeNames": None}, separators=(",", ":")).encode()
+    rest, raws = split_nodes(body)
+    assert [json.loads(r) for r in raws] == nodes and json.loads(rest)["Nodes"] is None
+    assert split_nodes(json.dumps({"Pod": {}, "Nodes": {"items": nodes}}).encode()) is None
+    tricky = copy.deepcopy(nodes)
+    for n in tricky:                      # every object's first key is "kind", nested ones too
+        n.pop("apiVersion")
+    tricky[0]["status"]["list"] = [{"kind": 1}, {"kind": 2}]
+    slow_body = json.dumps({"Pod": pod("q"), "Nodes": {"items": tricky}}, separators=(",", ":")).encode()
+    assert any(r.count(b"{") != r.count(b"}") for r in split_nodes(slow_body)[1])
+    _, client = make_client(typical, trace[0].models)
+    with client:
+        for b, expect in ((body, nodes), (slow_body, tricky)):
+            f = client.post("/vte/filter", content=b)
+            assert f.json()["Error"] == "" and f.json()["Nodes"]["items"] == expect
+            assert client.post("/vte/prioritize", content=b).status_code == 200

@@ -52,8 +52,7 @@ log = logging.getLogger("vte.openb.kube")
 
 
 def _json(content, status: int = 200) -> Response:
-    return Response(json.dumps(content, separators=(",", ":")), status_code=status,
-                    media_type="application/json")
+    return Response(encode(content), status_code=status, media_type="application/json")
 
 
 def _load(body: bytes, what: str) -> dict:
@@ -66,6 +65,50 @@ def _load(body: bytes, what: str) -> dict:
     return doc
 
 
+class RawNode:
+    """A node object of a request, kept as the bytes it was sent as (echoed back as is)."""
+
+    __slots__ = ("raw", "name")
+
+    def __init__(self, raw: bytes, name: str):
+        self.raw, self.name = raw, name
+
+
+def split_nodes(body: bytes) -> tuple[bytes, list[bytes]] | None:
+    """The fast path for `Nodes` sent in full, as kube-scheduler's Go encoder writes them
+    (compact, every node object's fields in one order): (the body with `Nodes` replaced by
+    null, each node object's bytes), or None when the body is not of that form (then
+    everything is parsed). The objects are split at `},{"K":`, K the first object's first
+    key; inside a JSON string every quote is escaped, so that separator is structural, and
+    a split inside an object leaves a piece that is not one JSON object: the caller then
+    parses the whole body."""
+    start = body.find(b'"Nodes":{')
+    if start < 0 or body.find(b'"Nodes":', start + 1) >= 0:
+        return None
+    items = body.find(b'"items":[{"', start)
+    end = body.rfind(b"]}")
+    if items < 0 or end < items:
+        return None
+    inner = body[items + len(b'"items":['):end]
+    key_end = inner.find(b'":', 2)
+    if key_end < 0 or not inner.endswith(b"}"):
+        return None
+    head = inner[1:key_end + 2]                      # '"K":'
+    parts = inner[1:-1].split(b"},{" + head)
+    raws = [b"{" + parts[0] + b"}"] + [b"{" + head + p + b"}" for p in parts[1:]]
+    return body[:start] + b'"Nodes":null' + body[end + 2:], raws
+
+
+def encode(out) -> bytes:
+    """A verb's answer as JSON; a filter's `RawNode`s are written as they were sent."""
+    nodes = out.get("Nodes") if isinstance(out, dict) else None
+    if isinstance(nodes, dict) and nodes.get("items") and isinstance(nodes["items"][0], RawNode):
+        rest = json.dumps({k: v for k, v in out.items() if k != "Nodes"}, separators=(",", ":"))
+        return (b'{"Nodes":{"items":[' + b",".join(n.raw for n in nodes["items"]) + b"]},"
+                + rest[1:].encode())
+    return json.dumps(out, separators=(",", ":")).encode()
+
+
 class Extender:
     """The verbs on a `Twin` (see the module doc); `binder`: a `client.Binder` or None
     (record only)."""
@@ -73,16 +116,37 @@ class Extender:
     def __init__(self, twin: Twin, convention: Convention = DEFAULT, binder=None):
         self.twin, self.convention, self.binder = twin, convention, binder
         self._nodes: dict[str, tuple] = {}          # name -> (allocatable, capacity, labels)
+        self._raw: dict[bytes, RawNode] = {}         # a node's JSON as sent -> its name
         self.counts = {"filter": 0, "prioritize": 0, "bind": 0}
 
-    def _args(self, body: bytes) -> tuple[PodRow, list | None, list[str] | None]:
+    def _args(self, body: bytes, fast: bool = True) -> tuple[PodRow, list | None, list[str] | None]:
         """ExtenderArgs: the pod, the node objects (or None), the node names (or None);
-        nodes sent in full are added to the twin (or updated when changed)."""
-        doc = _load(body, "ExtenderArgs")
+        nodes sent in full are added to the twin (or updated when changed). The node
+        objects are `RawNode`s when the fast path read them (`split_nodes`)."""
+        fast = split_nodes(body) if fast else None
+        doc = _load(body if fast is None else fast[0], "ExtenderArgs")
         pod = pod_row(doc.get("Pod"), self.convention, "Pod")
         nodes, names = doc.get("Nodes"), doc.get("NodeNames")
         items = None
-        if nodes is not None:
+        if fast is not None:
+            items, names = [], []
+            for k, raw in enumerate(fast[1]):
+                node = self._raw.get(raw)
+                if node is None:
+                    try:
+                        item = json.loads(raw)
+                    except ValueError:
+                        return self._args_slow(body)
+                    if not isinstance(item, dict):
+                        return self._args_slow(body)
+                    self._node(item, f"Nodes.items[{k}]")
+                    node = RawNode(raw, item["metadata"]["name"])
+                    if len(self._raw) > 4 * max(self.twin.num_nodes, 1024):
+                        self._raw.clear()
+                    self._raw[raw] = node
+                items.append(node)
+                names.append(node.name)
+        elif nodes is not None:
             if not isinstance(nodes, dict) or not isinstance(nodes.get("items") or [], list):
                 raise KubeInputError("Nodes: must be a v1.NodeList {\"items\": [...]}")
             items = nodes.get("items") or []
@@ -96,6 +160,9 @@ class Extender:
         else:
             raise KubeInputError("ExtenderArgs: neither Nodes nor NodeNames is given")
         return pod, items, names
+
+    def _args_slow(self, body: bytes):
+        return self._args(body, fast=False)        # the fast path's split was not the items'
 
     def _node(self, item, field: str) -> None:
         """Adds a node sent in full unless it is known unchanged (a cheap comparison of its

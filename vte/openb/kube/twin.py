@@ -249,41 +249,60 @@ class Twin:
         with self.lock:
             return self._reasons(pod, nodes)
 
+    def _checks(self, pod, nodes):
+        """Per check of the filter, (N,) bool over `nodes`: True where the check passes."""
+        mask, _ = self.mask(pod)
+        i = nodes
+        gpus = self.num_gpus[i]
+        free = MILLI - self.gpu_used[:, i]
+        fitting = ((free >= pod.gpu_milli) & (np.arange(G)[:, None] < gpus)).sum(axis=0)
+        model = self.model[i]
+        want = np.bool_(pod.num_gpus > 0)
+        return {
+            "count": ~want | (gpus >= pod.num_gpus),
+            "known": np.full(len(i), not (want and pod.models and not mask)),
+            "model": ~want | (mask == 0) | ((model >= 0) & ((mask >> np.maximum(model, 0)) & 1 == 1)),
+            "cpu": pod.cpu_milli <= self.cpu_cap[i] - self.cpu_used[i],
+            "memory": pod.memory_mib <= self.mem_cap[i] - self.mem_used[i],
+            "pods": self.pods[i] < np.minimum(self.pod_limit[i], MAX_PODS_PER_NODE),
+            "gpu": ~want | (fitting >= pod.num_gpus)}, fitting
+
+    def fits(self, pod: PodRow, nodes: np.ndarray) -> np.ndarray:
+        """(len(nodes),) bool: the filter's verdict (`reasons` is None) on node indices."""
+        with self.lock:
+            checks, _ = self._checks(pod, nodes)
+            return np.logical_and.reduce(list(checks.values())) if len(nodes) else np.zeros(0, bool)
+
     def _reasons(self, pod, nodes):
-        mask, unknown = self.mask(pod)
-        cpu_free = self.cpu_cap[nodes] - self.cpu_used[nodes]
-        mem_free = self.mem_cap[nodes] - self.mem_used[nodes]
-        free = MILLI - self.gpu_used[:, nodes]
-        fitting = ((free >= pod.gpu_milli) & (np.arange(G)[:, None] < self.num_gpus[nodes])
-                   ).sum(axis=0)
-        model = self.model[nodes]
-        allowed = (mask == 0) | ((model >= 0) & ((mask >> np.maximum(model, 0)) & 1 == 1))
-        out = []
-        for j, i in enumerate(nodes):
-            if pod.num_gpus and self.num_gpus[i] < pod.num_gpus:
+        checks, fitting = self._checks(pod, nodes)
+        ok = np.logical_and.reduce(list(checks.values())) if len(nodes) else np.zeros(0, bool)
+        out: list = [None] * len(nodes)
+        for j in np.flatnonzero(~ok):
+            i = nodes[j]
+            if not checks["count"][j]:
                 have = int(self.num_gpus[i])
-                out.append((f"the node has {have} usable GPU{'s' * (have != 1)}; the pod "
-                            f"asks for {pod.num_gpus}", False))
-            elif pod.num_gpus and pod.models and not mask:
-                out.append((f"the pod asks for GPU models {list(pod.models)}, none of which "
-                             "the extender knows", False))
-            elif pod.num_gpus and not allowed[j]:
-                out.append((f"GPU model {self.models[model[j]]!r} is not among the pod's "
-                            f"{list(pod.models)}", False))
-            elif pod.cpu_milli > cpu_free[j]:
-                out.append((f"insufficient cpu: {pod.cpu_milli}m asked, {int(cpu_free[j])}m "
-                            "unrequested", pod.cpu_milli <= self.cpu_cap[i]))
-            elif pod.memory_mib > mem_free[j]:
-                out.append((f"insufficient memory: {pod.memory_mib}Mi asked, "
-                            f"{int(mem_free[j])}Mi unrequested", pod.memory_mib <= self.mem_cap[i]))
-            elif self.pods[i] >= min(int(self.pod_limit[i]), MAX_PODS_PER_NODE):
-                out.append((f"too many pods: {int(self.pods[i])} of "
-                            f"{min(int(self.pod_limit[i]), MAX_PODS_PER_NODE)}", True))
-            elif pod.num_gpus and fitting[j] < pod.num_gpus:
-                out.append((f"insufficient GPU: {pod.num_gpus} GPU(s) with {pod.gpu_milli} "
-                            f"milli free asked, {int(fitting[j])} have it", True))
+                out[j] = (f"the node has {have} usable GPU{'s' * (have != 1)}; the pod asks "
+                          f"for {pod.num_gpus}", False)
+            elif not checks["known"][j]:
+                out[j] = (f"the pod asks for GPU models {list(pod.models)}, none of which "
+                          "the extender knows", False)
+            elif not checks["model"][j]:
+                out[j] = (f"GPU model {self.models[self.model[i]]!r} is not among the pod's "
+                          f"{list(pod.models)}", False)
+            elif not checks["cpu"][j]:
+                free = int(self.cpu_cap[i] - self.cpu_used[i])
+                out[j] = (f"insufficient cpu: {pod.cpu_milli}m asked, {free}m unrequested",
+                          pod.cpu_milli <= self.cpu_cap[i])
+            elif not checks["memory"][j]:
+                free = int(self.mem_cap[i] - self.mem_used[i])
+                out[j] = (f"insufficient memory: {pod.memory_mib}Mi asked, {free}Mi "
+                          "unrequested", pod.memory_mib <= self.mem_cap[i])
+            elif not checks["pods"][j]:
+                limit = min(int(self.pod_limit[i]), MAX_PODS_PER_NODE)
+                out[j] = (f"too many pods: {int(self.pods[i])} of {limit}", True)
             else:
-                out.append(None)
+                out[j] = (f"insufficient GPU: {pod.num_gpus} GPU(s) with {pod.gpu_milli} "
+                          f"milli free asked, {int(fitting[j])} have it", True)
         return out
 
     # --- scoring -------------------------------------------------------------------------
@@ -327,8 +346,8 @@ class Twin:
         n = self.num_nodes
         b = bucket(n, self.padded)
         feasible = np.zeros(b, bool)
-        ok = [i for i, r in zip(candidates, self._reasons(pod, candidates)) if r is None]
-        feasible[np.asarray(ok, np.int64)] = True
+        ok = candidates[self.fits(pod, candidates)]
+        feasible[ok] = True
         mask, _ = self.mask(pod)
         pod_vec = np.asarray([pod.cpu_milli, pod.memory_mib, pod.num_gpus, pod.gpu_milli,
                               mask], np.int32)
@@ -337,7 +356,7 @@ class Twin:
                                            feasible, key)
         self.compiled.add(b)
         scores, shared = np.asarray(scores)[:n], np.asarray(shared)[:n]
-        return scores, shared, (int(chosen) if ok else -1)
+        return scores, shared, (int(chosen) if len(ok) else -1), ok
 
     def prioritize(self, pod: PodRow, names: list[str]) -> Decision:
         """Scores 0..10 of the named nodes (unknown ones 0): 10 for exactly the node the
@@ -348,17 +367,17 @@ class Twin:
             arrived, number = self.see(pod)
             idx = np.asarray([self.index.get(name, -1) for name in names], np.int64)
             known = idx[idx >= 0]
-            scores, _, chosen = self._run(pod, known, arrived, number)
-            fits = set(int(i) for i, r in zip(known, self._reasons(pod, known)) if r is None)
-        raw = np.asarray([scores[i] if i >= 0 else np.nan for i in idx], np.float64)
-        others = sorted({float(scores[i]) for i in fits if i != chosen
-                         and not np.isnan(float(scores[i]))}, reverse=True)
+            scores, _, chosen, ok = self._run(pod, known, arrived, number)
+        fits = set(ok.tolist())
+        raw = np.where(idx >= 0, scores[np.maximum(idx, 0)], np.nan).astype(np.float64)
+        values = scores[ok].astype(np.float64)
+        others = sorted(set(values[(ok != chosen) & ~np.isnan(values)].tolist()), reverse=True)
         level = {v: max(MAX_SCORE - 1 - k, 0) for k, v in enumerate(others)}
         out = []
-        for i in idx:
-            if i < 0 or int(i) not in fits:
+        for i in idx.tolist():
+            if i < 0 or i not in fits:
                 out.append(0)
-            elif int(i) == chosen:
+            elif i == chosen:
                 out.append(MAX_SCORE)
             else:
                 out.append(level.get(float(scores[i]), 0))
@@ -382,7 +401,7 @@ class Twin:
             if pod.num_gpus == 1 and pod.gpu_milli < MILLI:
                 item = self.seen.get(pod.key)
                 arrived, number = (item[1], item[2]) if item else self.see(pod)
-                _, shared, _ = self._run(pod, np.asarray([i]), arrived, number)
+                _, shared, _, _ = self._run(pod, np.asarray([i]), arrived, number)
                 return (int(shared[i]),), ""
             free = MILLI - self.gpu_used[:self.num_gpus[i], i]
             return least_sufficient(free, pod.gpu_milli, pod.num_gpus), ""
