@@ -204,9 +204,10 @@ def dataclass_take(pods, idx):
 
 def test_export_command_writes_nodes_and_pods(tmp_path):
     from vte.openb.kube.__main__ import main
-    main(["export", "--pods", "default", "--out", str(tmp_path / "out")])
+    main(["export", "--pods", "default", "--out", str(tmp_path / "out"),
+          "--scheduler-name", "vte-scheduler"])
     text = (tmp_path / "out" / "pods.yaml").read_text()
-    assert text.count("kind: \"Pod\"") == 8152
+    assert text.count("kind: \"Pod\"") == 8152 == text.count("schedulerName: \"vte-scheduler\"")
     assert (tmp_path / "out" / "nodes.yaml").read_text().count("kind: \"Node\"") == 1213
     with pytest.raises(ValueError, match="DNS"):
         objects._check_name("Bad_Name", "pod")

@@ -109,3 +109,13 @@ def test_openb_replays_a_cluster_snapshot(tmp_path):
     result = openb_main(["--cluster", str(tmp_path / "snap.json"), "--policies", "fgd,best_fit",
                          "--seeds", "1", "--tune", "1.0", "--no-progress", "--cache", "none"])
     assert set(result["policies"]) == {"fgd", "best_fit"}
+
+
+@pytest.mark.slow
+def test_latency_benchmark_runs_on_a_small_cluster(tmp_path):
+    from benchmarks import kube_extender
+    out = kube_extender.main(["--subset", "16", "--pods", "5", "--node-bytes", "500",
+                              "--json", str(tmp_path / "k.json")])
+    assert out["nodes"] == 16 and out["pods_scheduled"] >= 1
+    assert 0 < out["filter"]["p50_ms"] <= out["filter"]["max_ms"]
+    assert json.loads((tmp_path / "k.json").read_text())["policy"] == "fgd"

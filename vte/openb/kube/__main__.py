@@ -1,6 +1,7 @@
 """`python -m vte.openb.kube export`: a trace as Node and Pod YAML (the FGD simulator's form).
 
     python -m vte.openb.kube export --pods default --out DIR [--nodes gpu] [--namespace default]
+        [--scheduler-name vte-scheduler]
 
 writes DIR/nodes.yaml (one v1.Node per node of --nodes) and DIR/pods.yaml (one v1.Pod per
 pod of --pods, in file order): the objects `vte.openb.kube.objects` reads back, so
@@ -27,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--nodes", default="gpu", help="'gpu', 'all' or a node CSV path")
     export.add_argument("--out", required=True, help="directory to write (made if missing)")
     export.add_argument("--namespace", default="default", help="the pods' namespace")
+    export.add_argument("--scheduler-name", default=None, help="the pods' spec.schedulerName "
+                        "(the scheduler profile that asks the extender; default: none)")
     args = parser.parse_args(argv)
 
     from vte.openb.kube.objects import node_objects, pod_objects, to_yaml
@@ -35,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         nodes = load_nodes(args.nodes)
         pods = load_pods(args.pods, nodes)
         texts = {"nodes.yaml": to_yaml(node_objects(nodes)),
-                 "pods.yaml": to_yaml(pod_objects(pods, namespace=args.namespace))}
+                 "pods.yaml": to_yaml(pod_objects(pods, namespace=args.namespace,
+                                                   scheduler_name=args.scheduler_name))}
         os.makedirs(args.out, exist_ok=True)
     except (ValueError, TraceError, OSError) as err:
         sys.exit(f"error: {err}")

@@ -385,9 +385,12 @@ def node_objects(nodes: NodeTable, convention: Convention = DEFAULT,
 
 
 def pod_objects(pods: PodTable, convention: Convention = DEFAULT,
-                namespace: str = "default", image: str = "tensorflow:latest") -> list[dict]:
+                namespace: str = "default", image: str = "tensorflow:latest",
+                scheduler_name: str | None = None) -> list[dict]:
     """A pod table as v1.Pod objects in the form of Alibaba's `pod_csv_to_yaml.py`: CPU and
-    memory as requests = limits of one container, the GPU annotations on GPU pods."""
+    memory as requests = limits of one container, the GPU annotations on GPU pods;
+    `scheduler_name`: their `spec.schedulerName` (e.g. a second scheduler's, which asks
+    the extender), default none (the cluster's default scheduler)."""
     _check_name(namespace, "namespace")
     out = []
     for i, name in enumerate(pods.names):
@@ -402,7 +405,8 @@ def pod_objects(pods: PodTable, convention: Convention = DEFAULT,
                     "spec": {"containers": [{"name": "main", "image": image,
                                              "resources": {"requests": dict(res),
                                                            "limits": dict(res)}}],
-                             "restartPolicy": "OnFailure"}})
+                             "restartPolicy": "OnFailure",
+                             **({"schedulerName": scheduler_name} if scheduler_name else {})}})
     return out
 
 
