@@ -173,7 +173,7 @@ def make_policy(name: str, models, plan_settings=None, pods_first: bool = False,
                 rollouts: str | None = None, confidence: float = 0.0, pod_value: float = 0.0):
     """The replay policy a --policies name means, on a node file of GPU `models`
     (`NodeTable.models`): the one place a name becomes a policy (`python -m vte.openb`,
-    the kube-scheduler extender `vte.kube`). `plan_settings`: the planner's (candidates,
+    the kube-scheduler extender `vte.openb.kube`). `plan_settings`: the planner's (candidates,
     futures, horizon, start), default `lookahead.DEFAULTS`; the other keywords are the
     --plan-* flags. ValueError naming the name when it means no policy."""
     if plan_settings is None:
