@@ -36,6 +36,8 @@ from vte.params import EnvParams
 from vte.serve import schemas as S
 from vte.types import Cluster, EnvState, Requests, Twin
 
+# What became of each task (`place.place_tasks`' third output; `placements` words them).
+PLACED, NO_NODE_FITS, DEFERRED, MASKED = range(4)
 NODE_BUCKETS = (16, 64, 256, 1024, 4096)  # padded node counts N
 SITE_BUCKETS = (4, 16, 64)                # padded vertex-pool counts S
 TASK_BUCKETS = (1, 8, 64, 512)            # padded tasks per request T
@@ -504,7 +506,6 @@ def placements(tasks: list[S.Task], view: ClusterView, nodes, outcome, reasons: 
     each resource one node reported free); the policy chose no node although some node
     could host it; the policy chose a node that cannot host it (masked) although some
     other node could."""
-    from vte.serve.place import DEFERRED, MASKED, NO_NODE_FITS
     no_node = not np.any(view.cluster.mask)
     out = []
     for k, task in enumerate(tasks):

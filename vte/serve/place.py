@@ -37,12 +37,11 @@ from vte import twin as twin_lib
 from vte.observation import get_obs, static_node_features
 from vte.params import EnvParams
 from vte.serve import schemas as S
-from vte.serve.convert import ClusterView, bucket, cluster_view, pad_view, task_requests
+from vte.serve.convert import (DEFERRED, MASKED, NO_NODE_FITS, PLACED, ClusterView, bucket,
+                               cluster_view, pad_view, task_requests)
 from vte.types import Cluster, Counters, EnvState, Nodes, Requests, Twin
 
 OPTIMAL = "optimal"   # the chooser that takes vte's least-cost feasible node
-# What became of each task (`place_tasks`' third output; `convert.placements` words them).
-PLACED, NO_NODE_FITS, DEFERRED, MASKED = range(4)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 COMPILER_NICENESS = 10   # scheduling priority of the compiler process, below the server's
 
