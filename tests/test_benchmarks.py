@@ -465,3 +465,20 @@ def test_cpu_rules_keep_fgds_best_nodes_and_break_its_ties_by_hand(tmp_path):
     for rule in failed_pods.CPU_RULES.values():
         scores = jax.jit(jax.vmap(lambda s: rule(key, s, p, cluster.feasible(s, p, spec), spec)[0]))(both)
         np.testing.assert_array_equal(scores[0], rule(key, state, p, feasible, spec)[0])
+
+
+def test_compile_attributes_every_operation_of_the_step_to_a_phase():
+    """benchmarks/compile.py: the phase of a frame chain, and a real step's program whose
+    every operation lands in a phase (no unattributed ones) of the step's known parts."""
+    from benchmarks import compile as comp
+    loc = ('loc("jit(step)/add"(callsite("lookup"("/x/vte/fusion.py":10:1 to :2) at '
+           'callsite("score_request"("/x/vte/scoring.py":5:1 to :2) at "f"("/x/vte/env.py":1:1 to :2))))')
+    assert comp.phase_of(loc) == "scoring"                   # the helper defers to its caller
+    assert comp.phase_of(loc.replace("score_request", "reset_state")) == (
+        "auto-reset (a fresh scenario)")
+    assert comp.phase_of('loc("jit(step)")').startswith("other")
+    prog = comp.step_program(4)
+    phases = prog["per_phase"]
+    assert {"observation", "scoring", "dynamics", "twin", "auto-reset (a fresh scenario)"} <= set(phases)
+    assert not any(p.startswith("other") for p in phases), phases
+    assert sum(phases.values()) >= prog["operations"] > 1000
