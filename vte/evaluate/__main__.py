@@ -18,7 +18,7 @@ import time
 import jax
 import numpy as np
 
-from vte import registry
+from vte import compilation_cache, registry
 from vte.evaluate import COLUMNS, OPTIMAL, evaluate, table
 from vte.rng import SEED_LIMIT
 from vte.files import atomic_write, atomic_write_text, check_output_path
@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--json", default="evaluation.json", help="where to write the JSON")
     parser.add_argument("--png", default="evaluation.png",
                         help="where to draw the bar chart ('' for none)")
+    compilation_cache.add_flag(parser, "the next evaluation of the same shapes")
     args = parser.parse_args(argv)
+    compilation_cache.use(getattr(args, "compilation_cache", None))
 
     params = _params(args.set)
     policies = _policies(args.policies)

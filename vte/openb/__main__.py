@@ -45,6 +45,7 @@ import json
 import os
 import sys
 
+from vte import compilation_cache
 from vte.rng import SEED_LIMIT
 from vte.files import atomic_write, atomic_write_text, check_output_path
 from vte.openb import bound, lookahead
@@ -264,7 +265,9 @@ def main(argv: list[str] | None = None) -> dict:
                         "of FGD's gap to it")
     parser.add_argument("--power", action="store_true",
                         help="the PWR paper's power experiment (needs 'fgd' among --policies)")
+    compilation_cache.add_flag(parser, "the next replay of the same shapes")
     args = parser.parse_args(argv)
+    compilation_cache.use(getattr(args, "compilation_cache", None))
 
     # Every check before any work.
     if not 1 <= args.seeds <= 4096:
