@@ -103,20 +103,15 @@ class TrainEnv:
         return out
 
     def evaluate(self, config, params, out: str) -> dict:
-        """`evaluate_named`'s results."""
-        return self.evaluate_named(config, params, out)[0]
-
-    def evaluate_named(self, config, params, out: str) -> tuple[dict, list[str]]:
         """The registration's evaluation of the trained seeds; writes out/eval.json (and
         any eval_*.json of it) and prints its table, the trained seeds named by the run
         (`trained_names`: the run directory's name, `NAME_seedS` for seed S > 0) where the
-        registration calls them `policy` (`OLD_NAMES`). Returns (results, the trained
-        seeds' names in them)."""
+        registration calls them `policy` (`OLD_NAMES`); `trained_entry` finds a seed's row
+        whatever its name. Returns the results, as written."""
         buffer = io.StringIO()
         with contextlib.redirect_stdout(buffer):
             results = self.registration.evaluate(config, params, out)
         printed = buffer.getvalue()
-        names = None
         for path in sorted(glob.glob(os.path.join(out, "eval*.json"))):
             with open(path) as f:
                 old = json.load(f)
@@ -130,10 +125,10 @@ class TrainEnv:
             if before and before in printed:
                 printed = printed.replace(before, after)
             if os.path.basename(path) == "eval.json":
-                names, results = list(mapping.values()), _renamed(results, mapping)
+                results = _renamed(results, mapping)
         sys.stdout.write(printed)
         sys.stdout.flush()
-        return results, names or trained_names(out, config.seeds)
+        return results
 
 
 def run_name(out: str) -> str:
@@ -159,9 +154,10 @@ def trained_names(out: str, seeds: int, taken=()) -> list[str]:
 def trained_entry(results: dict, run_dir: str, seed: int = 0):
     """The entry of seed `seed` of a run in its evaluation (`eval.json`), whichever name it
     has: the run's (`trained_names`), or `policy` / `policy_seedS` in files written before
-    the rows were named by the run; None when absent."""
+    the rows were named by the run (`learned` / `learned_seedS`: OpenB's); None when
+    absent."""
     entries = _entries(results) or {}
-    for old in OLD_NAMES:
+    for old in OLD_NAMES + ("learned",):
         olds = {s: old if s == 0 else f"{old}_seed{s}" for s in range(seed + 1)}
         if olds[seed] in entries:
             return entries[olds[seed]]

@@ -52,7 +52,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from train import multihost, tensorboard
 from train.config import TrainConfig, invalid
 from train.core import Runner, over_seeds, seed_keys
-from train.envs import make_env, run_name
+from train.envs import make_env, run_name, trained_entry
 from vte import checkpoint as ckpt
 from vte import registry
 from vte import distributed as dist
@@ -638,10 +638,10 @@ def run(config: TrainConfig, make_update: Callable, out: str, resume: bool = Fal
         if u < num_updates:
             print(f"stopped after {u} of {num_updates} updates; continue with --resume {out}")
         elif config.eval_episodes != 0:
-            results, names = env.evaluate_named(config, jax.device_get(runner.params), out)
+            results = env.evaluate(config, jax.device_get(runner.params), out)
             if board is not None:
-                entries = tensorboard_entries(results, names)
-                board.evaluation(entries, u * config.batch_size)
+                board.evaluation([trained_entry(results, out, s) for s in range(config.seeds)],
+                                 u * config.batch_size)
         print(outputs_summary(config, out, len(rows), u, num_updates, sorted(mngr.all_steps()),
                               bool(results), time.perf_counter() - t_begin))
         return results
@@ -673,12 +673,6 @@ def first_line(config: TrainConfig, out: str, resume: bool, devices: int) -> str
     return (f"{config.algorithm}: compiling the training program ({what}, {shape}; "
             f"{config.num_updates:,} updates of {config.batch_size:,} env steps, {doing}); "
             f"the first time takes ~0.5-1.5 min on a 2-core CPU, {cached}")
-
-
-def tensorboard_entries(results: dict, names: list[str]) -> list:
-    """Each trained seed's entry of an evaluation (vte.evaluate's layout or run_grid's)."""
-    inner = results.get("policies") if isinstance(results.get("policies"), dict) else results
-    return [inner.get(name) for name in names]
 
 
 def outputs_summary(config: TrainConfig, out: str, rows: int, done: int, updates: int,
