@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 
+from train.envs import trained_entry
 from train.run import read_rows
 from vte import checkpoint as ckpt
 
@@ -33,7 +34,7 @@ def read_run(run_dir: str) -> dict:
         with open(eval_path) as f:
             results = json.load(f)
         for s in range(config.get("seeds", 1)):
-            entry = results.get("policy" if s == 0 else f"policy_seed{s}")
+            entry = trained_entry(results, run_dir, s)   # the run's row, by either name
             if isinstance(entry, dict) and "match_rate" in entry:
                 held_out[s] = entry["match_rate"]
     return {"config": config, "rows": rows, "held_out": held_out}

@@ -317,6 +317,15 @@ also holds the published mixes PWR and PWR+FGD and wider margins).
 # ------------------------------------------------------------------------- Cluster-v0
 
 
+def _network_row(evaluation: dict) -> str:
+    """The trained network's row of a synthetic run's eval.json: the one entry that is
+    neither a heuristic nor the optimum (named `policy` in older files, by the run in newer
+    ones)."""
+    from vte import heuristics
+    (row,) = [p for p in evaluation if p not in heuristics.ALL and p != "optimal"]
+    return row
+
+
 def cluster_imitate(name: str) -> str:
     folder = zoo.path(name)
     config = _json(os.path.join(folder, "config.json"))
@@ -326,21 +335,23 @@ def cluster_imitate(name: str) -> str:
     count, _ = _network_facts(name)
     (step,) = [int(s) for s in os.listdir(os.path.join(folder, "checkpoints"))]
     from vte.synthetic import EVAL_EPISODES
-    policies = evaluation                       # name -> metrics; "policy" is the network
+    policies = evaluation                       # name -> metrics, the network's row among them
+    net = _network_row(policies)
     episodes = config.get("eval_episodes") or EVAL_EPISODES
-    order = sorted(policies, key=lambda p: (p != "policy", -policies[p]["match_rate"]))
-    rows = [[("**the network**" if p == "policy" else p),
+    order = sorted(policies, key=lambda p: (p != net, -policies[p]["match_rate"]))
+    rows = [[("**the network**" if p == net else p),
              f"{policies[p]['match_rate']:.3f}", f"{policies[p]['mean_regret']:.5f}",
              f"{policies[p]['cost_ratio']:.4f}"]
             for p in order]
-    best = next(p for p in order if p not in ("policy", "optimal"))
-    spread = [_json(path)["policy"]["match_rate"] for path in sorted(glob.glob(os.path.join(
-        REPO, "train", "results", "imitate_online10M_seed[0-9]_eval.json")))]
+    best = next(p for p in order if p not in (net, "optimal"))
+    spread = [(lambda d: d[_network_row(d)]["match_rate"])(_json(path))
+              for path in sorted(glob.glob(os.path.join(
+                  REPO, "train", "results", "imitate_online10M_seed[0-9]_eval.json")))]
     return f"""## cluster-imitate: the synthetic-cluster scheduler
 
 A learned scheduler for vte's synthetic cluster (`Cluster-v0`): it assigns each request
 of the queue to a node, trained to imitate the known optimum. On held-out episodes it
-picks the optimal node {policies['policy']['match_rate']:.1%} of the time, against
+picks the optimal node {policies[net]['match_rate']:.1%} of the time, against
 {policies[best]['match_rate']:.1%} for the best heuristic ({best}).
 
 ```python
