@@ -54,7 +54,8 @@ from train.config import TrainConfig, invalid
 from train.core import Runner, over_seeds, seed_keys
 from train.envs import make_env, run_name, trained_entry
 from vte import checkpoint as ckpt
-from vte import registry
+from vte import compilation_cache, registry
+from vte.compilation_cache import DEFAULT_CACHE, tilde as _tilde
 from vte import distributed as dist
 from vte.files import atomic_write, atomic_write_text
 
@@ -121,36 +122,10 @@ def build_parser(config_cls: type[TrainConfig], description: str) -> argparse.Ar
     return p
 
 
-DEFAULT_CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-                             "vte", "jax")
-
-
-def _tilde(path: str) -> str:
-    home = os.path.expanduser("~")
-    return "~" + path[len(home):] if path.startswith(home + os.sep) else path
-
-
 def use_compilation_cache(path: str | None) -> str | None:
-    """Turns on JAX's persistent compilation cache in `path` ("off": off) for this
-    process, before anything compiles; returns the directory in use (None: off).
-
-    `path` None (the flag not given) keeps a directory already configured (the variable
-    JAX_COMPILATION_CACHE_DIR, or `jax.config` in research code and tests), else uses
-    DEFAULT_CACHE; a cache turned off there (JAX_ENABLE_COMPILATION_CACHE=false) stays
-    off. Programs are cached when they took 1 s or more to compile
-    (`jax_persistent_cache_min_compile_time_secs`); the key covers the program, the
-    devices, the XLA flags and the versions of jax and jaxlib, so a changed program or
-    installation compiles afresh. Removing the directory is always safe."""
-    if path == "off":
-        jax.config.update("jax_enable_compilation_cache", False)
-        return None
-    if path is None:
-        if not jax.config.jax_enable_compilation_cache:
-            return None
-        path = jax.config.jax_compilation_cache_dir or DEFAULT_CACHE
-    jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_enable_compilation_cache", True)
-    return path
+    """JAX's persistent compilation cache for this run (`vte.compilation_cache.use`: the
+    one rule of every vte command), before anything compiles; the directory in use."""
+    return compilation_cache.use(path)
 
 
 def check_devices(config: TrainConfig, devices: int | None) -> int:
@@ -663,7 +638,8 @@ def first_line(config: TrainConfig, out: str, resume: bool, devices: int) -> str
     shape = (f"{config.num_envs:,} environments x {config.num_nodes} nodes"
              + (f" x {config.seeds} seeds" if config.seeds > 1 else "")
              + (f" on {devices} devices" if devices > 1 else "")
-             + (f", --env {config.env}" if config.env != "synthetic" else ""))
+             + (f", --env {config.env}"
+                if config.env != type(config).__dataclass_fields__["env"].default else ""))
     cache = (jax.config.jax_compilation_cache_dir
              if jax.config.jax_enable_compilation_cache else None)
     cached = (f"cached in {_tilde(cache)} after (the next run of this configuration loads it)"
