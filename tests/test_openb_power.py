@@ -70,7 +70,7 @@ def test_bundled_cluster_draws_the_published_watts():
     busy = state.replace(cpu_free=jnp.zeros_like(state.cpu_free),
                          gpu_free=jnp.where(spec.gpu_exists, 999, 0).astype(jnp.int32))
     assert sum(map(int, power.datacenter_power(busy, spec, table))) == 1_474_110
-    with pytest.raises(ValueError, match=r"\['A100'\] have no power figures"):
+    with pytest.raises(ValueError, match=r"'A100' are not in the per-model table.*add_gpu_model"):
         power.power_model(("T4", "A100"))
 
 
