@@ -71,7 +71,8 @@ def pytest_xdist_auto_num_workers(config):
 # short ones fill the end of the run on every worker; the others follow in their order.
 # xdist's own order is by the number of tests (`--no-loadscope-reorder` in addopts), which
 # left the few-test, long files (the examples, the README, several devices) to the end.
-LONGEST_FIRST = ("test_benchmarks.py", "test_contract.py", "test_train.py", "test_examples.py",
+LONGEST_FIRST = ("test_benchmarks.py", "test_examples_torch.py", "test_contract.py",
+                 "test_train.py", "test_examples.py",
                  "test_env.py", "test_adapters.py", "test_train_distributed.py", "test_serve.py",
                  "test_readme.py", "test_render.py", "test_train_openb.py")
 

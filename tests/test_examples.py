@@ -49,20 +49,6 @@ def test_rejax_ppo_trains_and_reports():
     assert "rejax_ppo" in run("rejax_ppo", TOY + ["--total-timesteps", "4096", "--num-envs", "16"])
 
 
-@pytest.mark.slow
-def test_sb3_maskable_ppo_trains_and_reports():
-    pytest.importorskip("torch")
-    pytest.importorskip("sb3_contrib")
-    assert "maskable_ppo" in run("sb3_maskable_ppo", TOY + ["--total-timesteps", "2048"])
-
-
-@pytest.mark.slow
-def test_cleanrl_style_ppo_trains_and_reports():
-    pytest.importorskip("torch")
-    assert "cleanrl_ppo" in run("cleanrl_ppo", TOY + ["--total-timesteps", "2048",
-                                                      "--num-envs", "4", "--num-steps", "64"])
-
-
 @pytest.mark.slow   # the examples' held-out evaluation, end to end
 def test_the_baselines_play_the_same_held_out_scenarios(monkeypatch):
     """Random valid actions are worse than the best heuristic on the shared held-out
