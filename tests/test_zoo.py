@@ -132,3 +132,20 @@ def test_every_file_of_the_zoo_ships_in_the_wheel():
     assert missing == []
     assert all(os.path.dirname(f) == os.path.join(package, "zoo")
                for f in files if f.endswith(".py"))       # modules of vte.zoo only
+
+
+def test_no_shipped_file_names_an_absolute_path_and_every_checkpoint_verifies():
+    """The zoo ships in the wheel: no file of it may name the machine it was trained on
+    (orbax writes the save's folder into commit_success.txt), and rewriting one must keep
+    its checksum true."""
+    import re
+    from vte import checkpoint
+    for name in vte.zoo.names():
+        folder = vte.zoo.path(name)
+        for root, _, files in os.walk(folder):
+            for f in files:
+                data = open(os.path.join(root, f), "rb").read()
+                assert not re.search(rb"(^|[\s'\"])/(home|root|work|tmp|opt|Users)/", data), (
+                    os.path.join(root, f))
+        for step in checkpoint.checkpoint_steps(folder):
+            assert checkpoint.verify_checkpoint(folder, step) is None, (name, step)
