@@ -154,3 +154,18 @@ def test_a_cluster_of_renamed_models_gets_the_same_decisions_and_refuses_one_hot
         as_policy(OpenBNet(hidden=8), one_hot, renamed.models, encoding="onehot",
                   trained_models=nodes.models)
     assert callable(as_policy(net, variables, renamed.models))     # agnostic: accepted
+
+
+def test_the_zoos_one_hot_network_is_refused_on_renamed_models_naming_its_own(table):
+    """Through its run's config (no field: one-hot), before any replay."""
+    from vte.openb.registration import learned_policy
+    if encoding_of_config(ckpt.load_config("zoo:openb-evidence")) != "onehot":
+        pytest.skip("the zoo's network is model-agnostic")
+    renamed = tuple(sorted(RENAMED.get(m, m) for m in power.BUNDLED_MODELS))
+    with pytest.raises(ValueError, match=r"openb-evidence.*trained on A10, G2, G3, P100, T4, "
+                                         r"V100M16, V100M32; .*\(A100-40GB, H100-80GB unknown"):
+        learned_policy("zoo:openb-evidence", renamed)
+    with pytest.raises(ValueError, match=r"with 7 GPU models; this one has 6: use the node file "
+                                         r"it trained on \(one-hot: A10, G2"):
+        learned_policy("zoo:openb-evidence", renamed[:6])
+    assert callable(learned_policy("zoo:openb-evidence", power.BUNDLED_MODELS))

@@ -128,8 +128,13 @@ def as_policy(net: OpenBNet, variables, num_models: int | Sequence[str], prefere
     encoding = encoding_of(variables, encoding)
     columns = models_of(variables)
     if encoding == ONEHOT:
-        if trained_models is not None and names is not None and \
-                tuple(trained_models) != names:
+        known = trained_models is not None and names is not None
+        trained = f" (one-hot: {', '.join(trained_models)})" if known else ""
+        if columns != count:
+            raise ValueError(f"the network was trained on a node file with {columns} GPU "
+                             f"models; this one has {count}: use the node file it trained "
+                             f"on{trained}")
+        if known and tuple(trained_models) != names:
             lacks = [m for m in names if m not in trained_models]
             raise ValueError(
                 f"the network encodes GPU models one-hot and was trained on "
@@ -137,9 +142,6 @@ def as_policy(net: OpenBNet, variables, num_models: int | Sequence[str], prefere
                 + (f" ({', '.join(lacks)} unknown to it)" if lacks else " (another order)")
                 + ": use a node file of the models it trained on, or a network of the "
                 "agnostic encoding")
-        if columns != count:
-            raise ValueError(f"the network was trained on a node file with {columns} GPU "
-                             f"models; this one has {count}: use the node file it trained on")
     elif columns != GPU_FEATURES:
         raise ValueError(f"the network has {columns} GPU-model input columns; the agnostic "
                          f"encoding has {GPU_FEATURES}: is its encoding onehot?")
