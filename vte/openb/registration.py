@@ -19,6 +19,12 @@ or from `plan:<base>`, the planner over a published policy or over the network o
 run directory, loaded once and held fixed (expert iteration: each round learns the planner
 over the last round's network, `teacher_action`).
 
+The observation encodes a node's GPU model as `--encoding` says (`vte.openb.env.ENCODINGS`):
+agnostic by default (whether the pod may use the node's GPUs, their memory and watts from
+the per-model table `vte.openb.power.GPU_MODELS`, so the network runs on clusters of other
+GPU models), or onehot; config.json records it under "env", and a run saved before the
+field existed is onehot (`encoding_of_config`).
+
 `--trace` may join several pod files by commas (`--trace default,gpushare100`): the bank
 then holds `--workloads` workloads of each, every one with its own trace's typical pods
 (`vte.openb.env.make_params`), so one network learns them all.
