@@ -36,8 +36,10 @@ import uuid
 import numpy as np
 
 
-def make_bodies(nodes: int, tasks: int, distinct: int, seed: int = 0) -> list[bytes]:
-    """`distinct` JSON bodies: vte scenarios of `nodes` nodes with `tasks` queued tasks."""
+def make_bodies(nodes: int, tasks: int, distinct: int, seed: int = 0,
+                sites: int | None = None) -> list[bytes]:
+    """`distinct` JSON bodies: vte scenarios of `nodes` nodes with `tasks` queued tasks (on
+    `sites` vertex pools; None: the default of `EnvParams`)."""
     import jax
 
     from vte.export import episode_states
@@ -45,7 +47,8 @@ def make_bodies(nodes: int, tasks: int, distinct: int, seed: int = 0) -> list[by
     from vte.serve import schemas as S
     from vte.serve.convert import cluster_state, tasks_from_requests
 
-    params = EnvParams(num_nodes=nodes, queue_len=max(tasks, 1), initial_queue_fill=1.0)
+    params = EnvParams(num_nodes=nodes, queue_len=max(tasks, 1), initial_queue_fill=1.0,
+                       **({} if sites is None else {"num_sites": sites}))
     states = jax.device_get(episode_states(params, seed, distinct, warmup_steps=8))
     bodies = []
     for e in range(distinct):

@@ -6,7 +6,8 @@
 Starts `python -m vte.serve` with its default warm-up (the start-up shapes, then the
 largest buckets) and times the start: to `GET /health` 200, and to every largest bucket
 compiled. Then sends, one after the other, `--requests` requests of random sizes never
-sent before (nodes log-uniform in [1, --max-nodes], tasks log-uniform in [1, --max-tasks];
+sent before (nodes log-uniform in [1, --max-nodes], tasks log-uniform in [1, --max-tasks],
+vertex pools log-uniform in [1, 64];
 vte scenarios exported as DECICE requests, `benchmarks/serve.py`'s `make_bodies`), and
 prints each one's latency as the client measures it, and the p50, p99 and maximum. With
 the largest buckets warm, each runs at once in a compiled shape that holds it (its exact
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -45,6 +47,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-tasks", type=int, default=512)
     parser.add_argument("--port", type=int, default=8032)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="most seconds to wait for the warm-up (default 600)")
     parser.add_argument("--json", default=None, help="write the figures to this file")
     args = parser.parse_args(argv)
     if args.requests < 1 or not 1 <= args.max_nodes <= 4096 or not 1 <= args.max_tasks <= 512:
@@ -53,11 +57,14 @@ def main(argv: list[str] | None = None) -> dict:
     import asyncio
 
     rng = np.random.default_rng(args.seed)
-    sizes = [(int(np.exp(rng.uniform(0, np.log(args.max_nodes)))),
-              int(np.exp(rng.uniform(0, np.log(args.max_tasks))))) for _ in range(args.requests)]
+    sizes = []
+    for _ in range(args.requests):
+        n = int(np.exp(rng.uniform(0, np.log(args.max_nodes))))
+        t = int(np.exp(rng.uniform(0, np.log(args.max_tasks))))
+        pools = min(n, int(np.exp(rng.uniform(0, np.log(64)))))   # 1..64 vertex pools
+        sizes.append((max(n, 1), max(t, 1), max(pools, 1)))
     print(f"making {len(sizes)} requests of random sizes ...", flush=True)
-    bodies = [make_bodies(max(n, 1), max(t, 1), 1, seed=i)[0]
-              for i, (n, t) in enumerate(sizes)]
+    bodies = [make_bodies(n, t, 1, seed=i, sites=p)[0] for i, (n, t, p) in enumerate(sizes)]
 
     key = secrets.token_hex(16)
     env = dict(os.environ, VTE_BENCH_API_KEY=key)
@@ -70,8 +77,11 @@ def main(argv: list[str] | None = None) -> dict:
         wait_healthy(base, proc)
         healthy = time.perf_counter() - t0
         print(f"/health 200 after {healthy:.1f} s: {warmup_details(base)}", flush=True)
-        while " 0 of 0 " not in warmup_details(base) and not any(
-                f" {k} of {k} largest" in warmup_details(base) for k in range(1, 10)):
+        deadline = time.perf_counter() + args.timeout
+        while not re.search(r"(\d+) of \1 largest", warmup_details(base)):
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"the largest buckets were not compiled within "
+                                   f"{args.timeout:g} s: {warmup_details(base)}")
             time.sleep(0.5)
         complete = time.perf_counter() - t0
         print(f"every largest bucket compiled after {complete:.1f} s", flush=True)
@@ -79,12 +89,12 @@ def main(argv: list[str] | None = None) -> dict:
         async def send_all():
             client = Client("127.0.0.1", args.port, key)
             out = []
-            for (n, t), body in zip(sizes, bodies):
+            for (n, t, p), body in zip(sizes, bodies):
                 start = time.perf_counter()
                 status = await client.post("/schedule", body)
                 out.append((n, t, status, time.perf_counter() - start))
-                print(f"{n:5d} nodes {t:4d} tasks: {status} in {out[-1][3] * 1e3:7.1f} ms",
-                      flush=True)
+                print(f"{n:5d} nodes {p:3d} pools {t:4d} tasks: {status} in "
+                      f"{out[-1][3] * 1e3:7.1f} ms", flush=True)
             client.close()
             return out
 

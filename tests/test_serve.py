@@ -351,6 +351,25 @@ def test_a_larger_shape_gives_the_same_answer(policy):
     _same_answer_in_a_larger_shape(_OPTIMAL if policy == OPTIMAL else make_placer(policy)[0])
 
 
+@pytest.mark.parametrize("policy", ["random", "round_robin"])
+def test_a_policy_that_counts_absent_nodes_runs_only_in_its_own_node_buckets(policy):
+    """random draws among, and round_robin counts, the padded nodes too: their requests
+    run only in compiled shapes of their own node and site buckets (a larger batch or task
+    bucket still serves, and gives the same answer)."""
+    placer = make_placer(policy)[0]
+    assert not placer.pad_nodes and make_placer("first_fit")[0].pad_nodes
+    body = _body([_task(k, 1) for k in range(20)], [_node(f"n{i}", 64) for i in range(12)])
+    views, reqs = _converted(placer, body)
+    own = placer.shape_of(views, reqs)                    # (1, 16, 4, 64)
+    placer.compile((1, 64) + own[2:])
+    assert placer.ready(own) is None                      # a larger node bucket: not used
+    placer.compile((2,) + own[1:3] + (512,))
+    assert placer.ready(own) == (2,) + own[1:3] + (512,)
+    placer.compile(own)
+    for a, b in zip(placer.run(own, views, reqs), placer.run((2,) + own[1:3] + (512,), views, reqs)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_trained_run_serves(tmp_path):
     from vte import checkpoint
     net = vte.SchedulerNet(hidden=8, head_hidden=8)
@@ -696,7 +715,7 @@ def test_every_reason_says_what_happened(policy, body, words):
     (answer,) = r.json()["placements"]
     assert answer["target_node_ids"] == [] and words in answer["reason"], answer["reason"]
     if "reported metrics" in words:
-        assert "the most free on one node: 16 cores" in answer["reason"]
+        assert "the most free on any node, each resource on its own: 16 cores" in answer["reason"]
 
 
 @pytest.mark.parametrize("content_type, code", [

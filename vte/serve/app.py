@@ -20,11 +20,12 @@ row of the batch: concurrent requests never see each other's state.
 
 No request waits for a compile when a compiled shape can hold it: a group runs in the
 cheapest compiled shape whose every bucket (batch, nodes, sites, tasks) is at least its
-own (`Placer.ready`; the views are padded with absent nodes and unused sites, which
-changes no answer of a deterministic policy), or one request at a time when no compiled
-batch size holds the group; its exact shape then compiles on a thread of its own (in a
-`CompilerProcess` when one is given, so that tracing never holds this process's GIL) for
-next time. Only while no compiled shape holds a request, before the warm-up has reached
+own (`Placer.ready`; the views are padded with absent nodes and unused sites, for a policy
+whose answer that does not change, `Placer.pad_nodes`), or in at most `MAX_PARTS` parts
+of the largest compiled batch size that holds them (a larger burst waits for its own
+shape's compile instead of queueing every other request behind many parts); a shape of
+new node or site buckets then compiles on a thread of its own (in a `CompilerProcess`
+when one is given, so that tracing never holds this process's GIL) for next time. Only while no compiled shape holds a request, before the warm-up has reached
 its buckets, does it wait for its own compile (seconds: 1.5-5 s a shape on a 2-core CPU).
 At start-up the shapes of `warmup` compile first, smallest first; `GET /health` answers
 503 until they are ready, 200 after; then `warmup_later`, the largest buckets, so that
@@ -60,6 +61,9 @@ from vte.serve.place import BATCH_BUCKETS, Placer, Shape
 from vte.types import Requests
 
 API_KEY_HEADER = "X-Internal-Api-Key"
+MAX_PARTS = 4       # a group no warm batch size holds runs in at most this many parts; a
+                    # larger one waits for its own shape's compile (seconds), not a queue of
+                    # parts that would hold every other request behind it
 MAX_BODY_BYTES = 16 * 1024 * 1024     # default request-size limit (a 4096-node cluster is ~4 MB)
 BODY_TIMEOUT_S = 30.0                 # default time for a request's body to arrive
 log = logging.getLogger("vte.serve")
@@ -160,8 +164,10 @@ class Batcher:
                 log.info("warm: compiled %d shapes in %.1f s", len(shapes),
                          time.perf_counter() - start)
                 event.set()
-        log.info("complete: the largest buckets compiled after %.1f s",
-                 time.perf_counter() - start)
+        if self.later_shapes:
+            done = sum(1 for x in self.later_shapes if x in self.placer.shapes)
+            log.info("%d of %d largest buckets compiled after %.1f s", done,
+                     len(self.later_shapes), time.perf_counter() - start)
 
     def _compile(self, shape: Shape) -> asyncio.Future:
         """A future of `shape`'s compilation on the compile thread (one per shape)."""
@@ -246,17 +252,17 @@ class Batcher:
                 need = self.placer.shape_of([i.view for i in items], [i.requests for i in items])
                 ready = self.placer.ready(need)
                 if ready is not None:
-                    if ready != need:        # run in a larger warm shape; the exact one
-                        self._compile_later(need)   # compiles in the background for next time
+                    self._compile_later(need, ready)   # a larger warm shape: its own, later
                     await self._place(items, ready)
                     continue
                 size, part = self._largest_ready_batch(need)
-                if part is not None:         # no warm shape holds the whole group: in parts
-                    self._compile_later(need)    # of the largest batch size that is warm
+                parts = -(-len(items) // size) if part is not None else 0
+                if 0 < parts <= MAX_PARTS:   # no warm shape holds the whole group: in a few
+                    self._compile_later(need, part)   # parts of the largest warm batch size
                     for i in range(0, len(items), size):
                         await self._place(items[i:i + size], part)
-                else:                        # nothing warm holds it (still warming up):
-                    self._spawn(self._compile_then_place(items, need))   # wait for it
+                else:                        # nothing warm holds it (still warming up), or
+                    self._spawn(self._compile_then_place(items, need))   # too many parts
 
     def _largest_ready_batch(self, need: Shape) -> tuple[int, Shape | None]:
         """(batch size, compiled shape) of the largest batch bucket below `need`'s that a
@@ -267,9 +273,11 @@ class Batcher:
                 return size, shape
         return 0, None
 
-    def _compile_later(self, shape: Shape) -> None:
-        """Compile `shape` on the compile thread without anyone waiting for it."""
-        if shape not in self._compiles:
+    def _compile_later(self, shape: Shape, used: Shape) -> None:
+        """Compile `shape` on the compile thread without anyone waiting for it, when the
+        shape `used` instead had larger node or site buckets (a larger batch or task bucket
+        costs little more: those are not compiled, as before the node padding)."""
+        if used[1:3] != shape[1:3] and shape not in self._compiles:
             self._spawn(self._compile_quietly(shape))
 
     async def _compile_quietly(self, shape: Shape) -> None:

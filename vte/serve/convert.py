@@ -487,13 +487,16 @@ def task_requests(tasks: list[S.Task], view: ClusterView, num_tasks: int | None 
 
 
 def _most_free(view: ClusterView) -> str:
-    """The most of each resource one node reported free (before any task of the request)."""
+    """The most of each resource any ready node reported free, each resource on its own
+    (before the request's first task); or that no node is ready."""
     up = view.cluster.mask & view.twin.up
     if not np.any(up):
         return "no node is ready (every node is down or reports no CPU or memory)"
     free = np.asarray(view.twin.free)[:, up].max(axis=1)
-    return (f"the most free on one node: {free[C.CPU]:g} cores, {free[C.MEM] * 1024:g} MiB, "
-            f"{free[C.GPU]:g} GPUs, {free[C.DISK]:g} GB of disk")
+    return (f"before this request, the most free on any node, each resource on its own: "
+            f"{free[C.CPU]:g} cores, {free[C.MEM] * 1024:g} MiB, {free[C.GPU]:g} GPUs, "
+            f"{free[C.DISK]:g} GB of disk; labels, a latency bound or the tasks placed before "
+            "it may also rule nodes out")
 
 
 def placements(tasks: list[S.Task], view: ClusterView, nodes, outcome, reasons: list,

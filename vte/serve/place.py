@@ -15,9 +15,11 @@ Compiled ahead of time once per (batch, N, S, T) shape (`Placer.compile`, thread
 a server compiles on a thread of its own while compiled shapes keep serving): requests
 are padded to node, site and task buckets (`vte.serve.convert`) and batches to
 `BATCH_BUCKETS`; a batch may also run in any compiled shape with a larger batch or task
-bucket and the same N and S (`Placer.ready`). Deterministic: the key of task t of every
-request is `fold_in(PRNGKey(seed), t)`, and padding rows or task slots changes no answer,
-so an answer does not depend on the batch or the shape it ran in.
+bucket, and, for a policy that ignores absent nodes (`Placer.pad_nodes`), larger node and
+site buckets (`Placer.ready`). Deterministic: the key of task t of every request is
+`fold_in(PRNGKey(seed), t)`, and padding rows, task slots, or (with `pad_nodes`) nodes
+and sites changes no answer, so an answer does not depend on the shape it ran in (tests
+compare them).
 """
 
 from __future__ import annotations
@@ -179,12 +181,23 @@ class Placer:
       params: environment parameters (queue length, slots per node, weights, ...);
         `num_nodes` and `num_sites` are replaced by each request's buckets.
       seed: the key of every decision derives from it (deterministic answers).
+      pad_nodes: whether the policy's answer is the same on a cluster padded with absent
+        nodes and unused sites (`convert.pad_view`), so that a request may run in a
+        compiled shape of larger node and site buckets (`ready`). True for `OPTIMAL`,
+        every heuristic but `random` and `round_robin` (which draw among, or count, the
+        padded nodes too) and trained networks (which pool over present nodes only; the
+        sums' rounding order can differ, which can matter only between two nodes whose
+        logits tie to float precision); `make_placer` sets it. None (the default): True
+        for `OPTIMAL`, False for a callable given here (only the batch and task buckets
+        may then be larger).
     """
 
-    def __init__(self, policy, params: EnvParams, seed: int = 0):
+    def __init__(self, policy, params: EnvParams, seed: int = 0,
+                 pad_nodes: bool | None = None):
         self.params = params
         self._key = jax.random.PRNGKey(seed)
         self._policy = policy
+        self.pad_nodes = (policy is OPTIMAL or policy == OPTIMAL) if pad_nodes is None else pad_nodes
         self._compiled: dict[Shape, Callable] = {}
         self._lock = threading.Lock()
 
@@ -220,13 +233,17 @@ class Placer:
             return sorted(self._compiled)
 
     def ready(self, shape: Shape) -> Shape | None:
-        """The cheapest compiled shape that can run a batch of `shape`: every bucket (batch,
-        nodes, sites, tasks) at least as large (the views are padded to it, `run`); None
-        when there is none yet. Cheapest: the least batch x nodes x tasks, then sites."""
+        """The cheapest compiled shape that can run a batch of `shape`: a batch and a task
+        bucket at least as large, and, when `pad_nodes`, node and site buckets at least as
+        large too (the views are padded to it, `run`), else the same; None when there is
+        none yet. Cheapest: the least batch x nodes x tasks, then sites."""
         b, n, s, t = shape
         with self._lock:
             keys = list(self._compiled)
-        holds = [k for k in keys if k[0] >= b and k[1] >= n and k[2] >= s and k[3] >= t]
+        if self.pad_nodes:
+            holds = [k for k in keys if k[0] >= b and k[1] >= n and k[2] >= s and k[3] >= t]
+        else:
+            holds = [k for k in keys if k[0] >= b and k[1] == n and k[2] == s and k[3] >= t]
         return min(holds, key=lambda k: (k[0] * k[1] * k[3], k[2], k)) if holds else None
 
     def compile(self, shape: Shape, compiler: Callable | None = None) -> None:
@@ -362,10 +379,12 @@ def make_placer(policy: str, weights: Sequence[float] | None = None, seed: int =
     allowed = (f"{OPTIMAL!r}, one of {sorted(heuristics.ALL)}, a training run directory or "
                "a scheduler of the zoo (zoo:NAME)")
     kwargs = {}
+    pad_nodes = True                          # see Placer: every policy here but two
     if policy == OPTIMAL:
         fn, name = OPTIMAL, OPTIMAL
     elif policy in heuristics.ALL:
         fn, name = heuristics.ALL[policy], policy
+        pad_nodes = policy not in ("random", "round_robin")
     elif checkpoint.is_run_path(policy):      # a run directory, DIR@STEP or zoo:NAME
         config = checkpoint.load_config(policy)
         reg = registry.of_run(config)
@@ -374,7 +393,8 @@ def make_placer(policy: str, weights: Sequence[float] | None = None, seed: int =
                              "has no mapping to DECICE's API; it serves schedulers of "
                              + ", ".join(f"{r.id} (--env {r.flag})" for r in
                                          map(registry.registration, registry.registered())
-                                         if r.decice))
+                                         if r.decice)
+                             + "; serve it to Kubernetes with --protocol kube-extender")
         env = config.get("env", {})
         kwargs = {k: env[k] for k in ("queue_len", "episode_len") if k in env}
         if "weights" in env:
@@ -386,7 +406,7 @@ def make_placer(policy: str, weights: Sequence[float] | None = None, seed: int =
         raise ValueError(f"--policy {policy!r} is invalid: allowed {allowed}")
     if weights is not None:
         kwargs["weights"] = tuple(float(w) for w in weights)
-    return Placer(fn, EnvParams(**kwargs), seed), name
+    return Placer(fn, EnvParams(**kwargs), seed, pad_nodes=pad_nodes), name
 
 
 __all__ = ["OPTIMAL", "BATCH_BUCKETS", "Placer", "CompilerProcess", "make_placer", "place_tasks",
