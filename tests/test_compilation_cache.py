@@ -35,6 +35,8 @@ def test_the_flag_names_the_default_folder():
     compilation_cache.add_flag(parser)
     assert compilation_cache.tilde(compilation_cache.DEFAULT_CACHE) in parser.format_help()
     assert parser.parse_args(["--compilation-cache", "off"]).compilation_cache == "off"
+    with pytest.raises(SystemExit):                   # one line from argparse, no traceback
+        parser.parse_args(["--compilation-cache", ""])
 
 
 @pytest.mark.parametrize("module", ["vte.evaluate", "vte.openb"])

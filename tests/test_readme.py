@@ -47,11 +47,32 @@ def test_the_readme_is_short_and_its_prose_lines_are_not_long():
     assert not long, f"prose lines over {MAX_PROSE} characters: {long}"
 
 
-def test_every_relative_link_of_the_readme_exists():
+def slug(heading: str) -> str:
+    """The anchor MkDocs gives a heading (its toc extension's default slugify)."""
+    text = re.sub(r"[`*_]", "", heading).strip().lower()
+    return re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", text))
+
+
+def test_every_relative_link_of_the_readme_exists_with_its_anchor():
     text = README.read_text()
-    missing = [target for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
-               if "://" not in target and not (ROOT / target).exists()]
-    assert not missing, f"README links to files that do not exist: {missing}"
+    missing = []
+    for target, anchor in re.findall(r"\]\(([^)#\s]+)(?:#([^)]*))?\)", text):
+        if "://" in target:
+            continue
+        path = ROOT / target
+        if not path.exists():
+            missing.append(target)
+        elif anchor:
+            headings = re.findall(r"^#+ (.+)$", path.read_text(), flags=re.M)
+            if anchor not in {slug(h) for h in headings}:
+                missing.append(f"{target}#{anchor}")
+    assert not missing, f"README links to files or anchors that do not exist: {missing}"
+
+
+def test_slug_is_mkdocs_own():
+    assert slug("Bring your own agent") == "bring-your-own-agent"
+    assert slug("The RL loop against a minimal kernel (2026-12-03)") == (
+        "the-rl-loop-against-a-minimal-kernel-2026-12-03")
 
 
 BLOCKS = python_blocks(README.read_text())

@@ -149,3 +149,12 @@ def test_no_shipped_file_names_an_absolute_path_and_every_checkpoint_verifies():
                     os.path.join(root, f))
         for step in checkpoint.checkpoint_steps(folder):
             assert checkpoint.verify_checkpoint(folder, step) is None, (name, step)
+
+
+def test_zoo_names_never_shadow_a_policy_name():
+    """A bare zoo name resolves only where nothing else has it: no heuristic, OpenB policy,
+    'optimal' or 'all' may share a zoo name."""
+    from vte import heuristics
+    from vte.openb.policies import POLICIES
+    taken = set(heuristics.ALL) | set(POLICIES) | {"optimal", "all"}
+    assert not taken & set(zoo.names())

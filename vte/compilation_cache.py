@@ -27,11 +27,17 @@ def tilde(path: str) -> str:
     return "~" + path[len(home):] if path.startswith(home + os.sep) else path
 
 
+def _folder(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("'' is invalid: allowed a directory or 'off'")
+    return text
+
+
 def add_flag(parser, what: str = "a later run of the same shapes") -> None:
     """`--compilation-cache DIR|off` on an argparse parser (or group), its help naming the
     folder used by default."""
     parser.add_argument(
-        "--compilation-cache", metavar="DIR", default=argparse.SUPPRESS,
+        "--compilation-cache", metavar="DIR", default=argparse.SUPPRESS, type=_folder,
         help=f"where compiled programs are kept, so that {what} loads them instead of "
              "compiling again (JAX's persistent compilation cache); 'off' turns it off "
              "(default: $JAX_COMPILATION_CACHE_DIR if set, else "
