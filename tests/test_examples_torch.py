@@ -11,7 +11,7 @@ from tests.test_examples import TOY, run
 def test_sb3_maskable_ppo_trains_and_reports():
     pytest.importorskip("torch")
     pytest.importorskip("sb3_contrib")
-    assert "maskable_ppo" in run("sb3_maskable_ppo", TOY + ["--total-timesteps", "2048"])
+    assert "maskable_ppo" in run("sb3_maskable_ppo", TOY + ["--total-timesteps", "1024"])  # one rollout
 
 
 @pytest.mark.slow
