@@ -55,7 +55,7 @@ from train.core import Runner, over_seeds, seed_keys
 from train.envs import make_env, run_name, trained_entry
 from vte import checkpoint as ckpt
 from vte import compilation_cache, registry
-from vte.compilation_cache import DEFAULT_CACHE, tilde as _tilde
+from vte.compilation_cache import DEFAULT_CACHE, tilde as _tilde  # noqa: F401 (DEFAULT_CACHE: the trainers' default, for callers)
 from vte import distributed as dist
 from vte.files import atomic_write, atomic_write_text
 
@@ -106,13 +106,9 @@ def build_parser(config_cls: type[TrainConfig], description: str) -> argparse.Ar
     o.add_argument("--stop-after-updates", type=int, default=None, metavar="U",
                    help="stop after U updates as if interrupted (checkpoint saved); "
                         "continue with --resume")
-    o.add_argument("--compilation-cache", metavar="DIR", default=argparse.SUPPRESS,
-                   help="where compiled programs are kept between runs, so that a run "
-                        "compiling what an earlier run compiled (another seed, the same "
-                        "configuration again) loads it instead of compiling it: about half "
-                        "a minute at the defaults (JAX's persistent compilation cache); "
-                        "'off' turns it off (default: $JAX_COMPILATION_CACHE_DIR if set, "
-                        f"else {_tilde(DEFAULT_CACHE)})")
+    compilation_cache.add_flag(o, "a run compiling what an earlier run compiled (another "
+                                  "seed, the same configuration again: about half a minute "
+                                  "at the defaults)")
     h = p.add_argument_group("devices and hosts")
     h.add_argument("--devices", type=int, default=argparse.SUPPRESS, metavar="N",
                    help="local devices to split the environments and minibatches over, "
@@ -158,10 +154,7 @@ def parse(argv, config_cls: type[TrainConfig], description: str):
     Errors exit with a message naming the flag before any work starts."""
     parser = build_parser(config_cls, description)
     args = parser.parse_args(argv)
-    cache = getattr(args, "compilation_cache", None)
-    if cache == "":
-        parser.error("--compilation-cache='' is invalid: allowed a directory or 'off'")
-    use_compilation_cache(cache)
+    use_compilation_cache(getattr(args, "compilation_cache", None))   # '' refused by argparse
     try:
         multihost.initialize(args)
     except (ValueError, RuntimeError) as err:

@@ -29,7 +29,8 @@ def tilde(path: str) -> str:
 
 def _folder(text: str) -> str:
     if not text:
-        raise argparse.ArgumentTypeError("'' is invalid: allowed a directory or 'off'")
+        raise argparse.ArgumentTypeError(
+            "--compilation-cache='' is invalid: allowed a directory or 'off'")
     return text
 
 

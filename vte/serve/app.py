@@ -25,8 +25,9 @@ whose answer that does not change, `Placer.pad_nodes`), or in at most `MAX_PARTS
 of the largest compiled batch size that holds them (a larger burst waits for its own
 shape's compile instead of queueing every other request behind many parts); a shape of
 new node or site buckets then compiles on a thread of its own (in a `CompilerProcess`
-when one is given, so that tracing never holds this process's GIL) for next time. Only while no compiled shape holds a request, before the warm-up has reached
-its buckets, does it wait for its own compile (seconds: 1.5-5 s a shape on a 2-core CPU).
+when one is given, so that tracing never holds this process's GIL) for next time. Only
+while no compiled shape holds a request, before the warm-up has reached its buckets, does
+it wait for its own compile (seconds: 1.5-5 s a shape on a 2-core CPU).
 At start-up the shapes of `warmup` compile first, smallest first; `GET /health` answers
 503 until they are ready, 200 after; then `warmup_later`, the largest buckets, so that
 soon every request within the schema's bounds has a warm shape.
@@ -155,11 +156,7 @@ class Batcher:
         start = time.perf_counter()
         for shapes, event in ((self.warmup_shapes, self.warm), (self.later_shapes, None)):
             for shape in shapes:
-                try:
-                    await self._compile(shape)
-                except Exception:
-                    log.exception("compiling warm-up shape %s failed", shape)
-                    self._compiles.pop(shape, None)
+                await self._compile_quietly(shape)
             if event is not None:
                 log.info("warm: compiled %d shapes in %.1f s", len(shapes),
                          time.perf_counter() - start)
@@ -281,6 +278,7 @@ class Batcher:
             self._spawn(self._compile_quietly(shape))
 
     async def _compile_quietly(self, shape: Shape) -> None:
+        """Compile `shape`; a failure is logged and forgotten (a later request retries)."""
         try:
             await self._compile(shape)
         except Exception:

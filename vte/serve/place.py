@@ -197,7 +197,7 @@ class Placer:
         self.params = params
         self._key = jax.random.PRNGKey(seed)
         self._policy = policy
-        self.pad_nodes = (policy is OPTIMAL or policy == OPTIMAL) if pad_nodes is None else pad_nodes
+        self.pad_nodes = (policy == OPTIMAL) if pad_nodes is None else pad_nodes
         self._compiled: dict[Shape, Callable] = {}
         self._lock = threading.Lock()
 
