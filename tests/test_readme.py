@@ -48,9 +48,9 @@ def test_the_readme_is_short_and_its_prose_lines_are_not_long():
 
 
 def slug(heading: str) -> str:
-    """The anchor MkDocs gives a heading (its toc extension's default slugify)."""
-    text = re.sub(r"[`*_]", "", heading).strip().lower()
-    return re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", text))
+    """The anchor MkDocs gives a heading: Python-Markdown's toc slugify, which it uses."""
+    from markdown.extensions.toc import slugify
+    return slugify(re.sub(r"[`*]", "", heading), "-")
 
 
 def test_every_relative_link_of_the_readme_exists_with_its_anchor():
