@@ -6,13 +6,13 @@ from, the compile seconds of reset, step and a PPO update, and the step against 
 
 For each node count:
 
-- **the step's program**: `jax.jit(vte.env.step).lower(...)`, its StableHLO text in
+- **the step's program**: `jax.jit(vte.cluster.env.step).lower(...)`, its StableHLO text in
   characters and operations (lines that define a StableHLO or CHLO operation);
 - **operations per phase**: every operation of that program attributed, by the call stack
   JAX records in its location, to a phase of the step: the auto-reset (a fresh scenario
   drawn inside `step`), scenario draws, dynamics, twin, scoring, observation, the
   environment protocol (action checks, the auto-reset's selection) and the step's own glue
-  (`vte/env.py`); helpers (`vte.fusion`, `vte.rng`) count for the phase that called them,
+  (`vte/cluster/env.py`); helpers (`vte.cluster.fusion`, `vte.rng`) count for the phase that called them,
   the operations of a nested function for the phase of its call, and the constants JAX
   hoists without a call stack on their own line;
 - **compile seconds** (lowering included, the persistent cache off) of `reset`, `step`,
@@ -39,7 +39,7 @@ import jax.numpy as jnp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import vte  # noqa: E402
-from vte import env as E  # noqa: E402
+from vte.cluster import env as E  # noqa: E402
 
 OP = re.compile(r"=\s*\"?(stablehlo|chlo)\.")
 # The module of a frame decides its phase; helpers defer to the frame that called them.
@@ -121,8 +121,8 @@ def step_program(n: int) -> dict:
 
 def compile_seconds(n: int) -> dict:
     """Seconds to lower and compile reset, step, step under vmap and a PPO update."""
-    from train import ppo
-    from train.config import PPOConfig
+    from vte.train import ppo
+    from vte.train.config import PPOConfig
     params, key, state = program(n)
     keys = jax.random.split(key, 64)
     states = jax.vmap(lambda k: vte.reset(k, params)[1])(keys)

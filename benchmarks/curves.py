@@ -17,8 +17,8 @@ import argparse
 import json
 import os
 
-from train.envs import trained_entry
-from train.run import read_rows
+from vte.train.envs import trained_entry
+from vte.train.run import read_rows
 from vte import checkpoint as ckpt
 
 

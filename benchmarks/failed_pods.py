@@ -37,9 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vte.checkpoint import is_run_path  # noqa: E402
 from vte.files import atomic_write_text, check_output_path  # noqa: E402
-from vte.openb import cluster, simulator, workload  # noqa: E402
+from vte.openb import cluster, workload  # noqa: E402
+from vte.openb.lab import simulator
 from vte.openb.policies import CPU_NORM, GPU_NORM, Policy, fgd  # noqa: E402
-from vte.openb.experiment import PUBLISHED_TUNE  # noqa: E402
+from vte.openb.lab.experiment import PUBLISHED_TUNE  # noqa: E402
 from vte.openb.power import policy_by_name  # noqa: E402
 from vte.openb.registration import learned_policy  # noqa: E402
 from vte.openb.trace import load_nodes, load_pods, model_names  # noqa: E402

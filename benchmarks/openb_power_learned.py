@@ -42,7 +42,7 @@ from pathlib import Path
 
 from vte import checkpoint as ckpt
 from vte.files import atomic_write, atomic_write_text, check_output_path
-from vte.openb import power_experiment
+from vte.openb.lab import power_experiment
 from vte.openb.network import as_policy, models_of
 from vte.openb.power import (READINGS, WEIGHT_TOTAL, parse_switch, policy_by_name, power_model,
                              pwr_with, pwr_within)

@@ -72,7 +72,7 @@ print(json.dumps({"devices": n_dev, "num_envs": num_envs, "num_nodes": num_nodes
 TRAIN_CHILD = r"""
 import json, os, sys, time
 import jax
-from train import ppo
+from vte.train import ppo
 n_dev, num_envs, num_nodes, num_steps, updates = map(int, sys.argv[2:7])
 out = sys.argv[7]
 t0 = time.perf_counter()

@@ -8,7 +8,7 @@ Starts the server in a subprocess (warmed up for `--nodes`-node clusters and `--
 tasks per request, every batch bucket), waits for `GET /health`, then, for each count in
 `--clients`, that many concurrent clients send `POST /schedule` requests for `--seconds`,
 cycling over `--distinct` different vte scenarios exported as DECICE requests
-(`vte.serve.convert`). Prints, per client count, requests/s, p50 and p99 latency (ms, as
+(`vte.cluster.decice.convert`). Prints, per client count, requests/s, p50 and p99 latency (ms, as
 the client measures it) and the number of errors (any answer other than 201), and the
 ratio of each count's requests/s to one client's.
 
@@ -42,10 +42,10 @@ def make_bodies(nodes: int, tasks: int, distinct: int, seed: int = 0,
     `sites` vertex pools; None: the default of `EnvParams`)."""
     import jax
 
-    from vte.export import episode_states
-    from vte.params import EnvParams
-    from vte.serve import schemas as S
-    from vte.serve.convert import cluster_state, tasks_from_requests
+    from vte.cluster.export import episode_states
+    from vte.cluster.params import EnvParams
+    from vte.cluster.decice import schemas as S
+    from vte.cluster.decice.convert import cluster_state, tasks_from_requests
 
     params = EnvParams(num_nodes=nodes, queue_len=max(tasks, 1), initial_queue_fill=1.0,
                        **({} if sites is None else {"num_sites": sites}))

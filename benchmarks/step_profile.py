@@ -310,8 +310,8 @@ def profile_update(algorithm: str, num_envs: int, num_nodes: int, repeats: int, 
     ("--env", "openb", "--hidden", "64")), one seed: timed `repeats` times, then traced
     once. Its operations are attributed to functions of `vte` and `train` (the backward
     pass of a function as "... (backward)"). Times in the result are ms per update."""
-    from train import imitate, ppo
-    from train.config import ImitateConfig, PPOConfig
+    from vte.train import imitate, ppo
+    from vte.train.config import ImitateConfig, PPOConfig
     module, config = {"ppo": (ppo, PPOConfig), "imitate": (imitate, ImitateConfig)}[algorithm]
     config = config.from_args(["--num-envs", str(num_envs), "--num-nodes", str(num_nodes),
                                *trainer_flags])

@@ -117,8 +117,8 @@ def network_policy(params: vte.EnvParams, hidden: int = 32):
 def measure_ppo(num_nodes: int, num_envs: int, updates: int, repeats: int) -> dict:
     """PPO training env steps per second: `updates` whole updates of `train/ppo.py` (its
     default hyper-parameters) in one jitted scan, after a warm-up."""
-    from train import ppo
-    from train.config import PPOConfig
+    from vte.train import ppo
+    from vte.train.config import PPOConfig
 
     config = PPOConfig(num_envs=num_envs, num_nodes=num_nodes)
     init, update = ppo.make_update(config)
@@ -249,7 +249,7 @@ def measure_reset(reset, params: vte.EnvParams, num_envs: int, repeats: int) -> 
 
 def measure_numpy(num_nodes: int, steps: int) -> dict:
     """The NumPy reference, one environment, a Python loop (as a user would write it)."""
-    from vte import reference_numpy as ref
+    from vte.cluster import reference as ref
 
     params = vte.EnvParams(num_nodes=num_nodes)
     rng = np.random.default_rng(0)

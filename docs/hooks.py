@@ -109,7 +109,7 @@ def environment(env_id: str) -> str:
 
 
 def flags() -> str:
-    from train.config import GROUPS, ImitateConfig, PPOConfig
+    from vte.train.config import GROUPS, ImitateConfig, PPOConfig
     ppo = {f.name: f for f in dataclasses.fields(PPOConfig)}
     imitate = {f.name: f for f in dataclasses.fields(ImitateConfig)}
     order = list(ppo) + [n for n in imitate if n not in ppo]

@@ -20,7 +20,7 @@ import numpy as np
 
 import vte
 import vte.adapters.gymnasium  # noqa: F401  (registers "vte/Cluster-v0")
-from vte.adapters.specs import flatten_fields
+from vte.cluster.spaces import flatten_fields
 
 HELD_OUT_SEED = 1_000_000      # training runs use small seeds; these scenarios are held out
 EPISODES = 32
@@ -34,8 +34,8 @@ def flat(obs: dict) -> np.ndarray:
 
 
 def _heuristic(name: str, params: vte.EnvParams):
-    """A heuristic of `vte.heuristics` as a batched NumPy policy of the dict observation."""
-    fn = vte.heuristics.ALL["random" if name == "random_valid" else name]
+    """A heuristic of `vte.cluster.heuristics` as a batched NumPy policy of the dict observation."""
+    fn = vte.cluster.heuristics.ALL["random" if name == "random_valid" else name]
 
     @jax.jit
     def act(key, obs):

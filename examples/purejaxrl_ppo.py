@@ -9,7 +9,7 @@ five-value step PureJaxRL's wrappers unpack and flat observations for its MLP,
     env = ClusterEnv(vte.EnvParams(num_nodes=16), observation="flat", step_api="legacy")
 
 The agent ignores the action mask on purpose: an invalid action is penalised beyond the
-worst valid one (vte/MODEL.md section 4), so the reward itself teaches validity. It prints
+worst valid one (vte/cluster/MODEL.md section 4), so the reward itself teaches validity. It prints
 the greedy policy's held-out return beside random valid actions and the heuristics.
 """
 

@@ -10,7 +10,7 @@ environment. vte's gymnax adapter offers all three:
     env = ClusterEnv(vte.EnvParams(num_nodes=16), observation="flat", step_api="legacy")
 
 The agent ignores the action mask (an invalid action is penalised beyond the worst valid
-one, vte/MODEL.md section 4). gamma = 0: each decision's reward is its own regret against
+one, vte/cluster/MODEL.md section 4). gamma = 0: each decision's reward is its own regret against
 the optimum, so later rewards only add noise to its credit (vte's own PPO runs --gamma 0). It prints the greedy policy's held-out return beside random
 valid actions and the heuristics.
 """

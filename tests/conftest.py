@@ -86,7 +86,7 @@ def pytest_collection_modifyitems(config, items):
 def _drop_compiled_programs_after_each_file():
     yield
     jax.clear_caches()
-    run = sys.modules.get("train.run")
+    run = sys.modules.get("vte.train.run")
     if run is not None:
         run.clear_compiled()
     gc.collect()

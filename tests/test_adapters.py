@@ -17,7 +17,7 @@ from gymnax.wrappers.purerl import FlattenObservationWrapper, LogWrapper
 
 import vte
 from tests.conftest import SMALL
-from vte.adapters import specs
+from vte.cluster import spaces as specs
 from vte.adapters import gymnasium as vg
 from vte.adapters.gymnax import ClusterEnv as GymnaxEnv
 from vte.render import FRAME_SHAPE
@@ -66,8 +66,8 @@ def test_import_vte_imports_neither_library():
 
 def test_feature_bounds_cover_every_column_and_reject_unknown_ones():
     """The bounds come from the catalogue's ranges (and the params), not typed-in numbers."""
-    from vte import catalogue as C
-    from vte.observation import ROUNDING_MARGIN as M
+    from vte.cluster import catalogue as C
+    from vte.cluster.observation import ROUNDING_MARGIN as M
 
     def widened(x):                           # a float32 draw's extreme, widened by M
         return pytest.approx(x * (1 + M), rel=1e-6)
@@ -251,7 +251,7 @@ def test_gymnax_spaces_have_the_observation_shapes_and_dtypes(jit_reset):
 # --------------------------------------------------------------------------
 
 def _first_fit(obs):
-    return vte.heuristics.first_fit(None, obs, SMALL)
+    return vte.cluster.heuristics.first_fit(None, obs, SMALL)
 
 
 def _first_fit_flat(flat):

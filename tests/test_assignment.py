@@ -10,13 +10,13 @@ import pytest
 from scipy.optimize import linear_sum_assignment
 
 import vte
-from vte import assignment
+from vte.cluster import assignment
 from tests.conftest import SMALL, finite_tree
 
 _cost_matrix = jax.jit(jax.vmap(vte.cost_matrix, in_axes=(0, None)))
 _optimal = jax.jit(jax.vmap(vte.optimal_assignment, in_axes=(0, None)))
 _score = jax.jit(jax.vmap(vte.score_assignment, in_axes=(0, 0, None)))
-_assign = jax.jit(vte.assignment.assign)
+_assign = jax.jit(vte.cluster.assignment.assign)
 _optimal_action = jax.jit(vte.optimal_action)
 BATCH = 24  # every batch has this size, so each function above compiles once
 FULL = SMALL.replace(initial_queue_fill=1.0)

@@ -158,7 +158,7 @@ def test_profile_attributes_step_time_to_vte_functions(tmp_path):
     assert saved["by_function"] == result["by_function"]
     functions = {g["function"] for g in saved["by_function"]}
     # The step's scoring and its decision/time advance show up under their own names.
-    assert "vte/scoring.py:score" in functions and "vte/env.py:_transition" in functions
+    assert "vte/cluster/scoring.py:score" in functions and "vte/cluster/env.py:_transition" in functions
     assert saved["op_ms_per_step"] > 0
     assert saved["ops_per_step"] > 10 and saved["decisions_per_s"] > 0
     assert all(op["ms_per_step"] >= 0 for op in saved["top_ops"])
@@ -167,7 +167,7 @@ def test_profile_attributes_step_time_to_vte_functions(tmp_path):
 
 
 # A compiled module's text in miniature: a fusion of three instructions, two of them from
-# jax code called by vte/scoring.py:measure, one from vte/scoring.py:score; a copy from
+# jax code called by vte/cluster/scoring.py:measure, one from vte/cluster/scoring.py:score; a copy from
 # the training loop. Frame 3 (jax) is called from frame 4 (measure), itself from frame 1.
 _HLO = """HloModule jit_f, is_scheduled=true
 
@@ -187,7 +187,7 @@ ENTRY %main (p: f32[4]) -> (f32[4], f32[4]) {
 
 FileNames
 1 "/src/train/loop.py"
-2 "/src/vte/scoring.py"
+2 "/src/vte/cluster/scoring.py"
 3 "/src/jax/_src/numpy/ufuncs.py"
 
 FunctionNames
@@ -215,10 +215,10 @@ def test_profile_reads_call_stacks_and_attributes_fusions_by_majority():
     hlo = step_profile.Hlo(_HLO)
     assert hlo.module == "jit_f"
     # jax code is attributed to the vte function that called it (frame 3 -> 4 -> 1).
-    assert hlo.instructions["a"].source == "vte/scoring.py:measure"
+    assert hlo.instructions["a"].source == "vte/cluster/scoring.py:measure"
     # The fusion's own frame is score's, but two of its three instructions are measure's.
-    assert hlo.instructions["fusion"].source == "vte/scoring.py:score"
-    assert hlo.source("fusion") == "vte/scoring.py:measure"
+    assert hlo.instructions["fusion"].source == "vte/cluster/scoring.py:score"
+    assert hlo.source("fusion") == "vte/cluster/scoring.py:measure"
     assert hlo.source("copy") == step_profile.OTHER
     assert hlo.out_bytes("tuple") == 32
 
@@ -229,8 +229,8 @@ def test_profile_reads_the_train_package_and_marks_gradient_operations():
     assert step_profile.Hlo(_HLO, ("vte", "train")).source("copy") == "train/loop.py:body"
     # An operation of a gradient (a transpose in its op_name) is its function's backward.
     hlo = step_profile.Hlo(_HLO.replace('op_name="mul"', 'op_name="jit(f)/transpose(jvp(g))/mul"'))
-    assert hlo.instructions["b"].source == "vte/scoring.py:measure" + step_profile.BACKWARD
-    assert hlo.instructions["a"].source == "vte/scoring.py:measure"
+    assert hlo.instructions["b"].source == "vte/cluster/scoring.py:measure" + step_profile.BACKWARD
+    assert hlo.instructions["a"].source == "vte/cluster/scoring.py:measure"
 
 
 def test_profile_of_a_ppo_update_names_its_phases(tmp_path):
@@ -247,8 +247,8 @@ def test_profile_of_a_ppo_update_names_its_phases(tmp_path):
     functions = {g["function"] for g in result["by_function"]}
     # Collection (the trainer's loop, the environment), the network and its gradient.
     assert any(f.startswith("train/") for f in functions)
-    assert any(f.startswith("vte/scoring.py") for f in functions)
-    assert any(f.startswith("vte/network.py") and f.endswith(step_profile.BACKWARD)
+    assert any(f.startswith("vte/cluster/scoring.py") for f in functions)
+    assert any(f.startswith("vte/cluster/network.py") and f.endswith(step_profile.BACKWARD)
                for f in functions)
     assert sum(g["share"] for g in result["by_function"]) == pytest.approx(1.0)
     assert "HloModule" in (tmp_path / "ppo_update.hlo.txt").read_text()[:200]
@@ -471,8 +471,8 @@ def test_compile_attributes_every_operation_of_the_step_to_a_phase():
     """benchmarks/compile.py: the phase of a frame chain, and a real step's program whose
     every operation lands in a phase (no unattributed ones) of the step's known parts."""
     from benchmarks import compile as comp
-    loc = ('loc("jit(step)/add"(callsite("lookup"("/x/vte/fusion.py":10:1 to :2) at '
-           'callsite("score_request"("/x/vte/scoring.py":5:1 to :2) at "f"("/x/vte/env.py":1:1 to :2))))')
+    loc = ('loc("jit(step)/add"(callsite("lookup"("/x/vte/cluster/fusion.py":10:1 to :2) at '
+           'callsite("score_request"("/x/vte/cluster/scoring.py":5:1 to :2) at "f"("/x/vte/cluster/env.py":1:1 to :2))))')
     assert comp.phase_of(loc) == "scoring"                   # the helper defers to its caller
     assert comp.phase_of(loc.replace("score_request", "reset_state")) == (
         "auto-reset (a fresh scenario)")

@@ -73,7 +73,7 @@ def test_public_functions_are_compiled_once_per_shape():
     """vte.step and vte.reset are compiled: a new float field value does not recompile, a
     new shape does; under the caller's own jit and vmap they give the plain functions'
     results."""
-    from vte import compiled, env
+    from vte.cluster import compiled, env
     key = jax.random.PRNGKey(0)
     _, state = vte.reset(key, SMALL)
     vte.step(key, state, 0, SMALL)
@@ -94,7 +94,7 @@ def test_public_functions_are_compiled_once_per_shape():
     for s in range(3):
         one = plain_step(keys[s], jax.tree_util.tree_map(lambda x: x[s], states), jnp.int32(1), other)
         np.testing.assert_allclose(np.asarray(batched[2][s]), np.asarray(one[2]), rtol=1e-6)
-    assert callable(vte.heuristics.ALL["kube_default"])
+    assert callable(vte.cluster.heuristics.ALL["kube_default"])
 
 
 def test_import_vte_loads_no_optional_or_checkpoint_library():

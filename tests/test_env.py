@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import vte
-from vte import catalogue as C
+from vte.cluster import catalogue as C
 from tests.conftest import SMALL, finite_tree
 
 
@@ -177,7 +177,7 @@ def test_sampled_weights_are_three_times_a_flat_dirichlet():
     from scipy import stats
 
     keys = jax.random.split(jax.random.PRNGKey(11), 4000)
-    w = np.asarray(jax.jit(jax.vmap(vte.scenario.sample_weights))(keys))
+    w = np.asarray(jax.jit(jax.vmap(vte.cluster.scenario.sample_weights))(keys))
     assert np.all(np.isfinite(w)) and np.all(w >= 0)
     np.testing.assert_allclose(w.sum(axis=1), 3.0, rtol=1e-5)
     for i in range(3):
@@ -320,8 +320,8 @@ def test_placement_respects_capacity(params, jit_step, jit_reset):
             assert labels & req == req and labels & rej == 0
         state = new_state
     assert placed > 0
-    np.testing.assert_allclose(state.nodes.alloc, vte.dynamics.allocated(state.nodes), atol=1e-3)
-    np.testing.assert_array_equal(state.nodes.jobs, vte.dynamics.slot_count(state.nodes.job_active))
+    np.testing.assert_allclose(state.nodes.alloc, vte.cluster.dynamics.allocated(state.nodes), atol=1e-3)
+    np.testing.assert_array_equal(state.nodes.jobs, vte.cluster.dynamics.slot_count(state.nodes.job_active))
 
 
 def test_cached_head_scores_equal_a_fresh_scoring_after_every_step(params):
@@ -547,10 +547,10 @@ def test_active_nodes_mask(params):
 def test_queue_update_matches_a_list_model_in_every_case():
     """`_update_queue` against a Python list: every count of valid requests, pop / rotate /
     nothing, and every number of arrivals, including a full queue and dropped arrivals."""
-    from vte import env as E
+    from vte.cluster import env as E
 
     k, m = 4, C.MAX_ARRIVALS
-    reqs = vte.scenario.sample_requests(jnp.zeros((k + m, vte.scenario.NUM_REQUEST_WORDS),
+    reqs = vte.cluster.scenario.sample_requests(jnp.zeros((k + m, vte.cluster.scenario.NUM_REQUEST_WORDS),
                                                   jnp.uint32), vte.EnvParams())
     ids = jnp.arange(1.0, k + m + 1.0)                 # request i carries work = i + 1
     reqs = reqs.replace(work=ids)

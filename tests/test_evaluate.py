@@ -10,9 +10,9 @@ import jax
 import pytest
 
 import vte
-from vte import heuristics as H
-from vte.evaluate import METRICS, table
-from vte.evaluate.__main__ import main
+from vte.cluster import heuristics as H
+from vte.cluster.evaluate import METRICS, table
+from vte.cluster.evaluate_cli import main
 from tests.conftest import SMALL
 
 EPISODES = 3
@@ -156,8 +156,8 @@ def test_network_weights_are_an_argument_of_one_compiled_program():
     """A network policy's weights enter the evaluation's program as an argument: other
     weights of the same shapes (another seed, a later checkpoint) run the program compiled
     for the first, and score what the same network with those weights as constants scores."""
-    from vte.evaluate import _run
-    from vte.network import SchedulerNet, make_policy
+    from vte.cluster.evaluate import _run
+    from vte.cluster.network import SchedulerNet, make_policy
 
     params = SMALL.replace(episode_len=3)
     net = SchedulerNet(hidden=8)

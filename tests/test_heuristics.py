@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import vte
-from vte import heuristics as H
-from vte import scoring
+from vte.cluster import heuristics as H
+from vte.cluster import scoring
 from tests.conftest import SMALL
 
 NORMAL, EDGE = 34, 6   # states, and states each edge case is made from
@@ -25,7 +25,7 @@ def _ground_truth(state, params):
 
 
 _head_truth = jax.jit(jax.vmap(_ground_truth, in_axes=(0, None)))
-_exact_twin = jax.jit(jax.vmap(lambda c, n: vte.twin.from_metrics(vte.measure(c, n))))
+_exact_twin = jax.jit(jax.vmap(lambda c, n: vte.cluster.twin.from_metrics(vte.measure(c, n))))
 
 
 def _batched(fn):
@@ -187,9 +187,9 @@ def test_twin_view_estimates_equal_the_ground_truth_with_an_exact_twin(states, o
 
 
 def test_the_feature_table_decodes_what_it_encodes(states):
-    """Every column decodes (`vte.observation.decode`) to its source in its unit, and the
+    """Every column decodes (`vte.cluster.observation.decode`) to its source in its unit, and the
     names, the encoder and the bounds come from the one table."""
-    from vte import observation as O
+    from vte.cluster import observation as O
     state = jax.tree_util.tree_map(lambda x: x[0], states)
     cols = O.static_node_features(state.cluster)
     for f in O.NODE_STATIC_TABLE:

@@ -13,7 +13,7 @@ PACKAGES = ("vte", "train")
 ENV_PACKAGES = ("vte.openb",)              # one folder per environment with its own package
 ENV_NAMES = ("synthetic", "openb", "Cluster-v0", "OpenB-v0")
 # Where a name may be compared: the registrations themselves and the registry.
-REGISTRATIONS = ("vte/registry.py", "vte/synthetic.py", "vte/openb/registration.py")
+REGISTRATIONS = ("vte/registry.py", "vte/cluster/registration.py", "vte/openb/registration.py")
 
 
 def modules() -> dict[str, str]:

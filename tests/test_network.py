@@ -8,7 +8,7 @@ import optax
 import pytest
 
 import vte
-from vte.network import SchedulerNet, make_policy
+from vte.cluster.network import SchedulerNet, make_policy
 from tests.conftest import SMALL
 
 NET = SchedulerNet(hidden=16, head_hidden=16)
@@ -107,7 +107,7 @@ def test_loss_falls_on_a_fixed_batch(data):
 
 
 def test_the_written_backward_is_flax_dense_with_the_same_gradients(data):
-    """`vte.network.Dense` is `flax.linen.Dense`: the same parameters (checkpoints
+    """`vte.cluster.network.Dense` is `flax.linen.Dense`: the same parameters (checkpoints
     interchange), outputs and gradients, also vmapped over stacked parameters (--seeds)
     and through a per-node (B, N, F) input."""
     import flax.linen as nn
@@ -153,7 +153,7 @@ def test_first_layers_fold_the_logs_of_flag_columns_exactly(data):
     """`LogDense` (node_in, queue_enc) is `Dense` of `_with_logs(x)` with the same
     parameters: the same outputs and gradients on observations, whose flag columns are 0
     or 1, while it takes logs of the other columns only."""
-    from vte.network import LogDense, NODE_FLAGS, REQUEST_FLAGS, _with_logs
+    from vte.cluster.network import LogDense, NODE_FLAGS, REQUEST_FLAGS, _with_logs
     obs, _ = data
     assert len(NODE_FLAGS[0]) == 16 and len(REQUEST_FLAGS[0]) == 29
     for x, columns in ((obs.nodes, NODE_FLAGS), (obs.queue, REQUEST_FLAGS)):

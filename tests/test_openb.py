@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from vte import openb
-from vte.openb import cluster, policies, simulator, workload
+from vte.openb import cluster, policies, workload
+from vte.openb.lab import simulator
 from vte.openb.__main__ import main as openb_main
 from vte.openb.cluster import Pod, Typical
 from vte.openb.trace import TraceError
@@ -458,7 +459,7 @@ def test_command_writes_results_and_refuses_bad_input_first(tmp_path, capsys):
 def test_published_figures_are_attached_to_the_bundled_traces():
     nodes = openb.load_nodes("gpu")
     pods = openb.load_pods("default", nodes)
-    from vte.openb.experiment import published_for
+    from vte.openb.lab.experiment import published_for
     fgd = published_for(pods, 1.3, nodes)["fgd"]
     assert fgd["alloc"]["end"] == (95.39, 0.08)            # OPENB.md of the artifact's figures
     assert fgd["alloc"]["100"] == (95.23, 0.11) and fgd["alloc"]["seeds"] == list(range(42, 52))
@@ -468,7 +469,7 @@ def test_published_figures_are_attached_to_the_bundled_traces():
 
 
 def test_all_seventeen_traces_load_with_their_published_results():
-    from vte.openb import published
+    from vte.openb.lab import published
     from vte.openb.trace import TRACES
     nodes = openb.load_nodes("gpu")
     rows = {"default": 8152, "gpushare40": 8152, "gpuspec33": 8152, "multigpu20": 8324,
@@ -487,7 +488,7 @@ def test_all_seventeen_traces_load_with_their_published_results():
 
 def test_grid_below_100_percent_and_empty_bins_give_null_not_nan(tmp_path):
     nodes, pods = small_trace(tmp_path, pods=30, seed=5)
-    from vte.openb.experiment import format_table, run_grid
+    from vte.openb.lab.experiment import format_table, run_grid
     result = run_grid(nodes, pods, ["best_fit"], seeds=[1, 2], tune=0.6)
     r = result["policies"]["best_fit"]
     assert result["end_percent"] == 60 and r["alloc_at_100"] is None
@@ -497,7 +498,7 @@ def test_grid_below_100_percent_and_empty_bins_give_null_not_nan(tmp_path):
 
 
 def test_policies_replayed_in_threads_give_what_one_at_a_time_gives(tmp_path):
-    from vte.openb.experiment import run_grid
+    from vte.openb.lab.experiment import run_grid
     nodes, pods = small_trace(tmp_path, pods=30, seed=5)
     chosen = ["fgd", "random", "best_fit"]
     one, two = (run_grid(nodes, pods, chosen, seeds=[1, 2], workers=w) for w in (1, 2))
@@ -510,8 +511,8 @@ def test_policies_replayed_in_threads_give_what_one_at_a_time_gives(tmp_path):
 
 def test_the_comparison_reads_a_published_file(tmp_path):
     """A synthetic published file of two seeds: its means and stds, and the table's diffs."""
-    from vte.openb import published
-    from vte.openb.experiment import format_table, run_grid
+    from vte.openb.lab import published
+    from vte.openb.lab.experiment import format_table, run_grid
     nodes, pods = small_trace(tmp_path, pods=30, seed=5)
     head = "workload,sc_policy,tune,seed," + ",".join(map(str, range(131))) + "\n"
     body = "".join(f"openb_pod_list_tiny,05-BestFit,{tune},{seed}," + ",".join(
@@ -549,7 +550,7 @@ def _fake_grid(seeds, published=True):
 
 
 def test_the_table_warns_when_fewer_seeds_than_published_are_compared():
-    from vte.openb.experiment import PUBLISHED_SEEDS, format_table
+    from vte.openb.lab.experiment import PUBLISHED_SEEDS, format_table
     two = format_table(_fake_grid([42, 43]))
     assert "this grid ran 2 (42, 43)" in two and "--seeds 10" in two
     assert "warning" not in format_table(_fake_grid(PUBLISHED_SEEDS))
@@ -560,7 +561,7 @@ def test_every_policy_keeps_its_colour_and_style_whatever_the_order(tmp_path):
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
-    from vte.openb.experiment import plot, style_of
+    from vte.openb.lab.experiment import plot, style_of
     styles = {n: (style_of(n)["color"], style_of(n)["ls"], style_of(n)["marker"])
               for n in ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit",
                         "fgd")}
@@ -644,7 +645,7 @@ def test_an_interrupted_grid_continues_to_the_same_json(tmp_path, monkeypatch):
 
 
 def test_the_published_ordering_is_checked_only_where_the_paper_separates_policies():
-    from vte.openb.experiment import format_summary, ordering
+    from vte.openb.lab.experiment import format_summary, ordering
     grid = _fake_grid(range(42, 52))
     pubs = {"gpu_clustering": (91.65, 0.61), "gpu_packing": (91.78, 0.53), "fgd": (95.23, 0.11),
             "runs/mine": None}

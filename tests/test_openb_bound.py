@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("scipy")      # the dev extra installs it (the bound's LP solver)
-from vte.openb import bound  # noqa: E402
+from vte.openb.lab import bound  # noqa: E402
 from vte.openb.trace import NodeTable, PodTable  # noqa: E402
 
 
@@ -181,7 +181,7 @@ def test_the_power_experiment_reports_the_least_power_below_every_replay(tmp_pat
         assert own["excess_plateau_pct"] >= 0 and min(own["excess_whole_per_seed_pct"]) >= 0
     assert b["own"]["fgd"]["excess_plateau_pct"] > b["own"]["pwr"]["excess_plateau_pct"]
     assert "least power (LP bound" in capsys.readouterr().out
-    from vte.openb import power_experiment
+    from vte.openb.lab import power_experiment
     for bad in (0.003, 0.0, -0.025, True, float("nan"), "0.025"):
         with pytest.raises(ValueError, match=f"bound_step={bad!r}: allowed a positive multiple"):
             power_experiment.measure(nodes, pods, {"fgd": None}, [42], bound=True, bound_step=bad)

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from vte.openb import env as oenv
-from vte.openb import policies, simulator, workload
+from vte.openb import policies, workload
+from vte.openb.lab import simulator
 from tests.test_openb import small_trace
 
 
@@ -185,7 +186,8 @@ def test_a_bank_of_several_traces_gives_each_workload_its_own_typical_pods(trace
     """Workloads of two traces in one bank: each runs as in a bank of its trace alone (FGD's
     gain, the observation, the FGD episode and the replay on that trace's typical pods,
     bit for bit), and the planner's futures never draw the other trace's shapes."""
-    from vte.openb import cluster, lookahead
+    from vte.openb import cluster
+    from vte.openb.lab import lookahead
     nodes, pods = trace
     other = shared_pods(tmp_path, nodes)
     seeds = [5, 6]

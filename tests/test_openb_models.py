@@ -101,7 +101,7 @@ def test_old_runs_are_one_hot_new_ones_agnostic_and_neither_seeds_the_other():
     assert encoding_of_config({"env": {"nodes": "gpu"}}) == "onehot"     # saved before
     assert encoding_of_config({"env": {"encoding": "agnostic"}}) == "agnostic"
     assert encoding_of_config(ckpt.load_config("zoo:openb-evidence")) in oenv.ENCODINGS
-    from train.config import ImitateConfig
+    from vte.train.config import ImitateConfig
     config = ImitateConfig.from_args(["--env", "openb"])
     assert config.encoding == "agnostic" and config.to_dict()["env"]["encoding"] == "agnostic"
     assert "--encoding onehot" in init_check({"env": {"nodes": "gpu"}}, config)

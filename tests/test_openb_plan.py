@@ -1,4 +1,4 @@
-"""The lookahead planner (`vte.openb.lookahead`): worked by hand on two-node clusters, the
+"""The lookahead planner (`vte.openb.lab.lookahead`): worked by hand on two-node clusters, the
 base policy itself with one candidate or before `start`, deterministic, under jit and vmap,
 and from the command line."""
 
@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vte.openb import cluster, lookahead, policies, simulator, workload
+from vte.openb import cluster, policies, workload
+from vte.openb.lab import lookahead, simulator
 from vte.openb.__main__ import main as openb_main
 from vte.openb.cluster import Typical
 from tests.test_openb import pod, setup, small_nodes, small_trace, with_gpus

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from vte import openb
-from vte.openb import cluster, power, simulator
+from vte.openb import cluster, power
+from vte.openb.lab import simulator
 from vte.openb.cluster import Pod, Typical
 
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"
@@ -333,7 +334,7 @@ def entry(savings, grar):
 def test_the_front_is_judged_on_the_mean_and_seed_by_seed():
     """`dominance`: a learned policy beats a mix on the mean when it saves at least as much
     and allocates more; seed by seed, some learned policy must do both on each seed."""
-    from vte.openb.power_experiment import dominance
+    from vte.openb.lab.power_experiment import dominance
 
     result = {"seeds": [42, 43], "policies": {
         "fgd": entry([0.0, 0.0], [0.96, 0.96]),
@@ -373,7 +374,7 @@ def test_the_seed_table_counts_each_traces_front_per_mix():
     """`seed_table`: per mix and trace, the seeds on which the trace's front dominates the
     mix and the one policy's count, bold on every seed; "-" for a mix a trace lacks; the
     last row says whether a trace's front takes every mix on every seed."""
-    from vte.openb.power_experiment import seed_table
+    from vte.openb.lab.power_experiment import seed_table
 
     fgd = entry([0.0, 0.0], [0.96, 0.96])
     one = {"seeds": [42, 43], "learned": ["a", "b"], "policies": {
@@ -409,7 +410,7 @@ def test_at_fgds_grar_the_front_must_save_more_than_every_mix_that_gets_there():
     """`dominance`'s `fgd_grar`: on each seed, a learned policy counts when it allocates at
     least FGD's GRAR there and saves more than FGD and than every mix that also reaches
     FGD's GRAR on that seed; the strict reading (more than any mix saves anywhere) apart."""
-    from vte.openb.power_experiment import dominance
+    from vte.openb.lab.power_experiment import dominance
 
     result = {"seeds": [42, 43], "policies": {
         "fgd": entry([0.0, 0.0], [0.96, 0.96]),
@@ -436,7 +437,7 @@ def test_the_whole_reading_sees_what_the_plateau_does_not(tmp_path):
     """`summary` records the savings over x 0.2..1.0 beside the plateau's, per seed, and
     `dominance(..., "whole")` judges the front on them: a policy that saves on the plateau
     and gives it all back at the end beats the mix on the plateau reading only."""
-    from vte.openb.power_experiment import dominance
+    from vte.openb.lab.power_experiment import dominance
     xs = power.grid(top=1.0, step=0.1)                       # 0, 0.1, ..., 1.0
     late = xs > 0.8 + 1e-9                                   # 0.9 and 1.0
 
@@ -463,7 +464,7 @@ def test_the_whole_reading_sees_what_the_plateau_does_not(tmp_path):
     assert whole["seeds_front"] == 0 and whole["best"] is None
     assert whole["savings"] == 10.0
     # The front drawn on either reading; a result without the reading is refused first.
-    from vte.openb.power_experiment import plot_front
+    from vte.openb.lab.power_experiment import plot_front
     named = {"seeds": [42], "policies": {"fgd": out["fgd"], "pwr_fgd:200": m,
                                          "learned+pwr_within@12": a}}
     for reading in ("plateau", "whole"):
@@ -502,7 +503,7 @@ def test_the_command_replays_pwr_within_a_bases_margin_by_name(small, tmp_path):
     """`python -m vte.openb --policies pwr_within:<M>:<base>` replays `power.pwr_within`
     over the named base (the learned front's points by name); a bad margin or base is
     refused, naming it, before any file is read."""
-    from vte.openb import power_experiment
+    from vte.openb.lab import power_experiment
     from vte.openb.__main__ import main as openb_main
     from vte.openb.policies import POLICIES
     nodes = small[0]

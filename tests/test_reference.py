@@ -5,7 +5,7 @@ import numpy as np
 
 import vte
 from tests.conftest import SMALL
-from vte import reference_numpy as ref
+from vte.cluster import reference as ref
 
 # Failures, noise and staleness switched up so every branch of the step is exercised.
 PARAMS = SMALL.replace(failure_rate_scale=50.0, repair_hours=0.2, twin_noise=0.05,
@@ -109,7 +109,7 @@ def test_action_masks_agree_on_the_truth_and_on_the_twin():
 
 
 def test_the_oracle_uses_the_declared_stream_ids():
-    from vte import reference_numpy as ref
+    from vte.cluster import reference as ref
     from vte import rng
     assert (ref._STREAM_NODES, ref._STREAM_ARRIVALS, ref._STREAM_REQUESTS, ref._STREAM_TWIN) == (
         rng.STEP_NODES, rng.STEP_ARRIVALS, rng.STEP_REQUESTS, rng.STEP_TWIN)

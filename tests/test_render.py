@@ -105,8 +105,8 @@ def test_cli_draws_an_episode_of_a_trained_run(tmp_path):
 
 def test_episode_frames_are_deterministic_per_key():
     key = jax.random.PRNGKey(5)
-    a = R.episode_frames(vte.heuristics.first_fit, SMALL, key, 2)
-    b = R.episode_frames(vte.heuristics.first_fit, SMALL, key, 2)
+    a = R.episode_frames(vte.cluster.heuristics.first_fit, SMALL, key, 2)
+    b = R.episode_frames(vte.cluster.heuristics.first_fit, SMALL, key, 2)
     assert len(a) == 2 and all(np.array_equal(x, y) for x, y in zip(a, b))
     with pytest.raises(ValueError, match="steps=0 is invalid"):
-        R.episode_frames(vte.heuristics.first_fit, SMALL, key, 0)
+        R.episode_frames(vte.cluster.heuristics.first_fit, SMALL, key, 0)

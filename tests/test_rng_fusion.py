@@ -1,4 +1,4 @@
-"""The cheap random words of `vte.rng` and the performance helpers of `vte.fusion`."""
+"""The cheap random words of `vte.rng` and the performance helpers of `vte.cluster.fusion`."""
 
 import jax
 import jax.numpy as jnp
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from vte import fusion, rng
+from vte import rng
+from vte.cluster import fusion
 
 
 def test_words_are_uniform():

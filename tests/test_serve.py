@@ -17,9 +17,9 @@ pytest.importorskip("fastapi")   # the dev extra installs it
 from fastapi.testclient import TestClient  # noqa: E402
 
 import vte  # noqa: E402
-from vte.serve import convert, schemas as S  # noqa: E402
-from vte.serve.app import API_KEY_HEADER, create_app  # noqa: E402
-from vte.serve.place import OPTIMAL, Placer, make_placer  # noqa: E402
+from vte.cluster.decice import convert, schemas as S  # noqa: E402
+from vte.cluster.decice.app import API_KEY_HEADER, create_app  # noqa: E402
+from vte.cluster.decice.place import OPTIMAL, Placer, make_placer  # noqa: E402
 
 PARAMS = vte.EnvParams(num_nodes=8, queue_len=4, num_sites=2, slots_per_node=4, episode_len=6)
 KEY = "test-key"
@@ -141,7 +141,7 @@ def test_defaults_for_what_decice_does_not_report():
     assert view.num_nodes == convert.NODE_BUCKETS[0] and view.num_sites == convert.SITE_BUCKETS[0]
     assert view.cluster.gpu_model[0] == 2 and view.cluster.capacity[2, 0] == 1   # one A100
     assert view.twin.up[0] and not view.twin.up[1]        # b reports no memory: accepts nothing
-    assert view.cluster.labels[0] & (1 << vte.catalogue.LABELS.index("gpu"))
+    assert view.cluster.labels[0] & (1 << vte.cluster.catalogue.LABELS.index("gpu"))
     assert view.cluster.link_delay[0, 1] == convert.DEFAULT_LINK_DELAY_MS
     # No power reported: the power model at the reported utilisation (idle at 0 %).
     assert view.twin.power[0] == view.cluster.power_idle[0]
@@ -163,12 +163,12 @@ def test_what_decice_accepts_and_vte_cannot_use_is_ignored_not_refused():
     assert view.cluster.gpu_model[0] == 0 and view.cluster.capacity[2, 0] == 0
     assert view.cluster.capacity[0, 0] == 8
     labels = view.cluster.labels[0]
-    assert labels & (1 << vte.catalogue.LABELS.index("ssd"))       # a vte label is kept
+    assert labels & (1 << vte.cluster.catalogue.LABELS.index("ssd"))       # a vte label is kept
     assert view.cluster.gpu_model[1] == 2                           # A100 known
     # Negative bandwidth and disk read as not reported; both links ignored.
     assert view.cluster.capacity[3, 2] == 0
     assert view.cluster.bandwidth[2] > 0
-    assert view.cluster.link_delay[0, 0] == vte.catalogue.INTRA_SITE_DELAY_MS
+    assert view.cluster.link_delay[0, 0] == vte.cluster.catalogue.INTRA_SITE_DELAY_MS
     # Tasks no node can host carry their reason and are invalid slots.
     tasks = [S.Task.model_validate(t) for t in (
         _task(0, 1, gpu="nvidia-t4"), _task(1, 1, gpu="nvidia-v100"), _task(2, 1, gpu="A100"),
@@ -401,7 +401,7 @@ def test_a_trained_run_serves(tmp_path):
 # --------------------------------------------------------------------------
 
 def test_export_writes_requests_and_the_optimal_placements(tmp_path):
-    from vte.export import main
+    from vte.cluster.export import main
     out = tmp_path / "decice"
     files = main(["decice", "--episodes", "2", "--out", str(out), "--warmup-steps", "3",
                   "--set", "num_nodes=8", "--set", "num_sites=2", "--set", "queue_len=4",
@@ -501,7 +501,7 @@ def test_health_is_503_until_warm_and_cold_shapes_do_not_block_warm_ones():
 
 @pytest.mark.slow   # a process of its own, compiling without the cache
 def test_a_compiler_process_compiles_the_same_program(monkeypatch):
-    from vte.serve.place import CompilerProcess
+    from vte.cluster.decice.place import CompilerProcess
     shape = (2, 16, 4, 8)
     body = _body([_task(0, 6), _task(1, 2), _task(2, 3)], [_node("a", 8), _node("b", 4)])
     request = S.ScheduleRequest.model_validate(body)
@@ -736,7 +736,7 @@ def test_content_type_rule(content_type, code):
 def test_the_example_of_serve_md_gets_its_answer():
     """SERVE.md's example request, posted, gets SERVE.md's example answer."""
     from pathlib import Path
-    text = (Path(vte.__file__).parent / "serve" / "SERVE.md").read_text()
+    text = (Path(vte.__file__).parent / "cluster" / "decice" / "SERVE.md").read_text()
     example = text[text.index("## An example"):text.index("## The flow of one request")]
     request, answer = (json.loads(b) for b in re.findall(r"```json\n(.*?)```", example, re.S))
     with TestClient(create_app(_OPTIMAL, OPTIMAL)) as c:

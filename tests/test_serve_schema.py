@@ -9,8 +9,8 @@ pytest.importorskip("fastapi")     # the dev extra installs the server and schem
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-from vte.serve.app import API_KEY_HEADER, create_app  # noqa: E402
-from vte.serve.place import make_placer  # noqa: E402
+from vte.cluster.decice.app import API_KEY_HEADER, create_app  # noqa: E402
+from vte.cluster.decice.place import make_placer  # noqa: E402
 
 KEY = "fuzz-key"
 _placer, _name = make_placer("first_fit")

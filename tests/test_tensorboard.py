@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from train import ppo
-from train import tensorboard
+from vte.train import ppo
+from vte.train import tensorboard
 from tests.test_train import PPO_RUN
 
 pytest.importorskip("tensorboardX")

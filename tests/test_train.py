@@ -11,11 +11,11 @@ import pytest
 
 import vte
 from vte import checkpoint as ckpt
-from train import core, imitate, ppo
-from train import run as run_lib
-from train.config import ImitateConfig, PPOConfig, minibatches_of
-from train.envs import make_env
-from vte.network import masked_logits
+from vte.train import core, imitate, ppo
+from vte.train import run as run_lib
+from vte.train.config import ImitateConfig, PPOConfig, minibatches_of
+from vte.train.envs import make_env
+from vte.cluster.network import masked_logits
 
 TINY = ["--num-nodes", "8", "--queue-len", "4", "--episode-len", "6", "--num-envs", "8",
         "--num-steps", "4", "--num-minibatches", "2", "--hidden", "16",
@@ -58,7 +58,7 @@ def test_ppo_writes_every_output(ppo_run):
     with open(os.path.join(out, "eval.json")) as f:
         table = json.load(f)
     name = os.path.basename(out)             # the trained rows are named by the run
-    assert {name, f"{name}_seed1", "optimal", *vte.heuristics.ALL} <= set(table)
+    assert {name, f"{name}_seed1", "optimal", *vte.cluster.heuristics.ALL} <= set(table)
     assert "policy" not in table
     assert table["optimal"]["mean_regret"] == 0.0
     assert table[name]["invalid_rate"] == 0.0
@@ -179,7 +179,7 @@ def test_the_distilled_target_is_the_softmax_of_the_feasible_costs():
 
 
 def test_the_training_env_reports_the_cost_of_every_action():
-    from train.envs import make_env
+    from vte.train.envs import make_env
     env = make_env(ImitateConfig(num_nodes=8, queue_len=4, episode_len=6))
     obs, state = env.reset(jax.random.PRNGKey(3))
     for t in range(6):
@@ -451,7 +451,7 @@ def test_the_compilation_cache_is_on_by_default_and_can_be_moved_or_turned_off(
     """The trainers keep compiled programs between runs: in a directory already configured
     (JAX_COMPILATION_CACHE_DIR, research code), else in DEFAULT_CACHE; the flag moves it or
     turns it off; an empty value is refused before any work."""
-    from train import run as run_module
+    from vte.train import run as run_module
     saved = {k: getattr(jax.config, k) for k in ("jax_compilation_cache_dir",
                                                  "jax_enable_compilation_cache")}
     try:
@@ -690,7 +690,7 @@ def test_the_extra_actions_are_the_policy_samples_with_their_rewards():
                        num_minibatches=2, hidden=16, samples_per_state=5,
                        total_timesteps=24)
     init, _ = ppo.make_update(config)
-    from train.envs import make_env
+    from vte.train.envs import make_env
     env = make_env(config)
     runner = jax.jit(init)(jax.random.PRNGKey(0))
     _, (traj, _) = jax.jit(lambda r: core.collect(env, env.network, r, config,

@@ -22,7 +22,7 @@ import pytest
 import vte
 from tests.conftest import FAST_COMPILE
 from tests.test_train import BIG, PPO_RUN, RESET, TINY
-from train import imitate, ppo
+from vte.train import imitate, ppo
 from vte import checkpoint as ckpt
 
 pytestmark = pytest.mark.slow   # end-to-end runs: `pytest -m slow`, and in CI
@@ -39,7 +39,7 @@ IMITATE = TINY + ["--total-timesteps", str(8 * 4 * 4), "--num-minibatches", "8"]
 FOUR_DEVICES = textwrap.dedent("""
     import os, sys
     import jax
-    from train import ppo
+    from vte.train import ppo
     assert jax.local_device_count() == 4
     out = sys.argv[1]
     ppo.main({ppo!r} + ["--devices", "4", "--out", out + "/ppo4"])

@@ -13,10 +13,10 @@ import pytest
 
 import vte
 from tests.test_openb import small_trace
-from train import imitate, ppo
+from vte.train import imitate, ppo
 from vte import checkpoint as ckpt
 from vte.openb import env as oenv
-from vte.openb import experiment, simulator
+from vte.openb.lab import experiment, simulator
 from vte.openb.__main__ import main as openb_main
 from vte.openb.network import OpenBNet, as_policy
 
@@ -114,7 +114,7 @@ def test_the_power_front_takes_the_network_combined_with_pwr(imitation_run, trac
     PWR is the network alone at a = 0 and PWR at a = 1000, on the power figures too;
     `--pwr-margins` replays PWR within the network's margins."""
     from benchmarks import openb_power_learned
-    from vte.openb import power_experiment
+    from vte.openb.lab import power_experiment
     node_file, pod_file = trace_files
     out = tmp_path / "front.json"
     result = openb_power_learned.main([
@@ -368,8 +368,8 @@ def test_openb_runs_are_refused_where_vte_clusters_are_expected(imitation_run, t
                                                                  capsys, tmp_path):
     """Serving, drawing and --init-from across observation encodings say why."""
     out, _ = imitation_run
-    from vte.render import resolve_policy
-    from vte.serve.place import make_placer
+    from vte.cluster.viewer import resolve_policy
+    from vte.cluster.decice.place import make_placer
     with pytest.raises(ValueError, match="trained on OpenB-v0.*--env openb draws it"):
         resolve_policy(out)
     with pytest.raises(ValueError, match="trained on OpenB-v0 .--env openb., which has no "
@@ -444,9 +444,10 @@ def test_the_lookahead_teacher_labels_a_state_with_the_planners_node(trace_files
     trainer's environment gives (`make_env`) is the node the planner with the run's
     `--plan-candidates/--plan-futures/--plan-horizon` chooses on the environment's state;
     without them the planner's defaults (`plan_settings`)."""
-    from train.config import ImitateConfig
-    from train.envs import make_env
-    from vte.openb import cluster, lookahead, policies
+    from vte.train.config import ImitateConfig
+    from vte.train.envs import make_env
+    from vte.openb import cluster, policies
+    from vte.openb.lab import lookahead
     from vte.openb.registration import TEACHERS, plan_settings
     assert "plan_fgd" in TEACHERS
     settings = ["--plan-candidates", "3", "--plan-futures", "2", "--plan-horizon", "5"]
@@ -513,9 +514,10 @@ def test_the_lookahead_teacher_with_costs_gives_the_same_label_and_its_regrets(t
     the planner's regrets (`lookahead.planner_regrets`) with "cannot place" last, 0 at
     the best candidate and +inf off the candidates; imitation then adds the distillation
     term, finite, and `config.json` records the flag."""
-    from train.config import ImitateConfig
-    from train.envs import make_env
-    from vte.openb import cluster, lookahead, policies
+    from vte.train.config import ImitateConfig
+    from vte.train.envs import make_env
+    from vte.openb import cluster, policies
+    from vte.openb.lab import lookahead
     settings = ["--teacher", "plan_fgd", "--plan-futures", "2", "--plan-horizon", "3",
                 "--distill-temp", "0.05"]
     plain = make_env(ImitateConfig.from_args(tiny(trace_files, 5) + settings))
@@ -552,8 +554,8 @@ def test_the_fgd_teacher_is_read_off_the_observation_and_is_fgds_action(trace_fi
     """A trainer's FGD teacher (`make_env`) reads the observation the learner sees
     (`Registration.observed_policies`) and labels every state, mid-episode and at "cannot
     place", with FGD's own action on that state."""
-    from train.config import ImitateConfig
-    from train.envs import make_env
+    from vte.train.config import ImitateConfig
+    from vte.train.envs import make_env
     from vte.openb.registration import policies as teachers
     env = make_env(ImitateConfig.from_args(tiny(trace_files) + ["--teacher", "fgd"]))
     fgd = teachers()["fgd"]
@@ -580,9 +582,10 @@ def test_a_plan_teacher_over_a_run_directory_labels_with_the_planner_over_its_ne
     those labels (here over and from the run's checkpoint 2, `RUN_DIR@2`) and records the
     teacher; a checkpoint the run lacks is refused, and the run's model-agnostic network
     plans on a node file of other GPU models too."""
-    from train.config import ImitateConfig
-    from train.envs import make_env
-    from vte.openb import cluster, lookahead
+    from vte.train.config import ImitateConfig
+    from vte.train.envs import make_env
+    from vte.openb import cluster
+    from vte.openb.lab import lookahead
     from vte.openb.registration import learned_policy
     run, _ = imitation_run
     env = make_env(ImitateConfig.from_args(tiny(trace_files) + ["--teacher", f"plan:{run}"]))

@@ -39,7 +39,7 @@ def test_twin_noise_is_bounded_and_scoring_uses_truth():
     assert rel.max() > 0, "noise must show"
     assert np.all(rel <= np.sqrt(3) * 0.1 * np.asarray(truth.power) + 1e-3)
     # The observation reflects the twin; the costs reflect the ground truth.
-    exact = state.replace(twin=vte.twin.from_metrics(truth))
+    exact = state.replace(twin=vte.cluster.twin.from_metrics(truth))
     obs_noisy, obs_exact = vte.get_obs(state, params), vte.get_obs(exact, params)
     assert not np.allclose(obs_noisy.nodes, obs_exact.nodes)
     chex.assert_trees_all_equal(vte.node_costs(state, params), vte.node_costs(exact, params))
@@ -63,12 +63,12 @@ def test_update_is_pure_and_vmappable():
     params = SMALL.replace(twin_noise=0.2, twin_report_prob=0.5)
     _, state = vte.reset(jax.random.PRNGKey(0), params)
     metrics = vte.measure(state.cluster, state.nodes)
-    update = jax.jit(vte.twin.update)
+    update = jax.jit(vte.cluster.twin.update)
     a = update(state.twin, metrics, state.cluster, jax.random.PRNGKey(1), params)
     b = update(state.twin, metrics, state.cluster, jax.random.PRNGKey(1), params)
     chex.assert_trees_all_equal(a, b)
     keys = jax.random.split(jax.random.PRNGKey(2), 3)
-    batched = jax.vmap(vte.twin.update, in_axes=(None, None, None, 0, None))(
+    batched = jax.vmap(vte.cluster.twin.update, in_axes=(None, None, None, 0, None))(
         state.twin, metrics, state.cluster, keys, params)
     for i in range(3):
         one = update(state.twin, metrics, state.cluster, keys[i], params)
@@ -80,11 +80,11 @@ def test_static_exact_path_equals_traced_path():
     """With concrete exact parameters `step` writes the metrics straight into the twin (no
     `lax.cond`); with traced ones it takes the `cond`. Both give the same states, and
     noisy parameters give the same states whether concrete or traced."""
-    assert vte.twin.static_exact(SMALL) is True
-    assert vte.twin.static_exact(SMALL.replace(twin_noise=0.1)) is False
-    assert vte.twin.static_exact(SMALL.replace(twin_report_prob=0.5)) is False
+    assert vte.cluster.twin.static_exact(SMALL) is True
+    assert vte.cluster.twin.static_exact(SMALL.replace(twin_noise=0.1)) is False
+    assert vte.cluster.twin.static_exact(SMALL.replace(twin_report_prob=0.5)) is False
     seen = []
-    jax.jit(lambda p: seen.append(vte.twin.static_exact(p)) or 0)(SMALL)
+    jax.jit(lambda p: seen.append(vte.cluster.twin.static_exact(p)) or 0)(SMALL)
     assert seen == [None]
     for params in (SMALL, SMALL.replace(twin_noise=0.1, twin_report_prob=0.5)):
         _, start = jax.jit(vte.reset)(jax.random.PRNGKey(3), params)

@@ -84,8 +84,8 @@ def test_a_folder_of_the_same_name_wins_over_the_zoo(tmp_path, monkeypatch):
 
 def test_a_run_starts_from_a_zoo_scheduler(tmp_path):
     """`--init-from zoo:NAME` (the trainer's own checks: hidden size, environment)."""
-    from train import run
-    from train.config import ImitateConfig
+    from vte.train import run
+    from vte.train.config import ImitateConfig
     config, out, *_ = run.parse(["--init-from", "zoo:cluster-imitate", "--compilation-cache",
                                  "off", "--out", str(tmp_path / "warm")], ImitateConfig, "")
     assert config.init_from == "zoo:cluster-imitate" and out == str(tmp_path / "warm")
@@ -96,7 +96,7 @@ def test_a_run_starts_from_a_zoo_scheduler(tmp_path):
 
 
 def test_render_resolves_a_zoo_name():
-    from vte.render import resolve_policy
+    from vte.cluster.viewer import resolve_policy
     policy, config = resolve_policy("zoo:cluster-imitate")
     assert callable(policy) and config["env"].get("name", "synthetic") == "synthetic"
     with pytest.raises(ValueError, match="trained on OpenB-v0"):
@@ -154,7 +154,7 @@ def test_no_shipped_file_names_an_absolute_path_and_every_checkpoint_verifies():
 def test_zoo_names_never_shadow_a_policy_name():
     """A bare zoo name resolves only where nothing else has it: no heuristic, OpenB policy,
     'optimal' or 'all' may share a zoo name."""
-    from vte import heuristics
+    from vte.cluster import heuristics
     from vte.openb.policies import POLICIES
     taken = set(heuristics.ALL) | set(POLICIES) | {"optimal", "all"}
     assert not taken & set(zoo.names())

@@ -24,7 +24,7 @@
 # The agnostic chain's measurements (2026-12-07, 2 shared CPU cores) are kept in
 # benchmarks/results/openb_agnostic/: times.txt (this script's), openb_TRACE.json from
 #     python -m vte.openb --pods TRACE --policies fgd,OUT_DIR/evidence --seeds 10 --json FILE
-# for each of the seventeen traces, summary.json (`vte.openb.experiment.summary` of them, as
+# for each of the seventeen traces, summary.json (`vte.openb.lab.experiment.summary` of them, as
 # --pods all writes it) and chain_default.json, every earlier run of the chain on `default`
 # (--policies fgd,OUT_DIR/fgd,OUT_DIR/round1,OUT_DIR/round2,OUT_DIR/round3). It ends
 # below the one-hot network the zoo ships: over FGD at the end +0.15 on `default` against

@@ -9,7 +9,10 @@
     obs, state = vte.reset(key, params)                     # functions, the same environment
 
 Every public function is pure, deterministic per key, and works under `jax.jit` and
-`jax.vmap`. The model and its formulas are documented in `vte/MODEL.md`.
+`jax.vmap`. The layout: `vte/` holds what every environment shares (the protocol
+`vte.environment`, `vte.registry`, checkpoints, files, keys, the evaluate and render front
+doors, the trainers `vte.train`); each environment is a package, `vte.cluster`
+("Cluster-v0", its model in `vte/cluster/MODEL.md`) and `vte.openb` ("OpenB-v0").
 
 A trained scheduler (`train/ppo.py`, `train/imitate.py`) loads as a policy in one call:
 
@@ -18,58 +21,70 @@ A trained scheduler (`train/ppo.py`, `train/imitate.py`) loads as a policy in on
 and so does a scheduler shipped with vte, by its name in the zoo (`vte.zoo.names()`):
 
     policy = vte.load_policy("openb-evidence")  # or "zoo:openb-evidence"; vte.zoo.card(...)
+
+Every name below loads on first use (`import vte` imports neither JAX nor an environment),
+and old module paths (`vte.scoring`, `vte.heuristics`, ...) still import, with a
+DeprecationWarning naming their new place in `vte.cluster` (`vte._moved`).
 """
 
 from __future__ import annotations
 
-from vte import (catalogue, distributed, heuristics, observation, rng, scenario, scoring,
-                 twin)
-from vte import registry
-from vte.environment import Environment
-from vte.registry import make, registered, registration
-from vte.assignment import cost_matrix, optimal_assignment, score_assignment
-from vte.compiled import (get_obs, node_costs, optimal_action, rescore, reset, reward,
-                          step, step_env)
-from vte.evaluate import evaluate  # the function; `python -m vte.evaluate` is the CLI
-from vte.observation import (NODE_FEATURE_NAMES, NODE_FEATURES, REQUEST_FEATURE_NAMES,
-                             REQUEST_FEATURES)
-from vte.network import SchedulerNet, make_policy
-from vte.params import EnvParams, num_actions
-from vte.dynamics import measure
-from vte.types import (Cluster, Counters, EnvState, HeadScores, Metrics, Nodes, Observation,
-                       Requests, Twin)
+import importlib
+
+from vte import _moved
+
+_moved.install()
 
 __version__ = "0.1.0"
 
-# The built-in environments, imported on first use (`vte.registry`).
-registry.register("Cluster-v0", "vte.synthetic:REGISTRATION", flag="synthetic")
-registry.register("OpenB-v0", "vte.openb.registration:REGISTRATION", flag="openb")
-
-
-def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | None = None):
-    """A trained policy `(key, obs, params) -> action` from a run directory, `DIR@STEP`, or
-    a scheduler of the zoo by name (`"openb-evidence"`, `"zoo:openb-evidence"`: `vte.zoo`)
-    (`vte.checkpoint.load_policy`; imported on first use, so `import vte` needs no orbax)."""
-    from vte.checkpoint import load_policy as load
-    return load(run_dir, seed=seed, greedy=greedy, step=step)
+# name -> "module" (the attribute is that module) or "module:attribute".
+_LAZY = {
+    # the registry: every environment by name
+    "make": "vte.registry:make", "registered": "vte.registry:registered",
+    "registration": "vte.registry:registration", "registry": "vte.registry",
+    "Environment": "vte.environment:Environment",
+    "load_policy": "vte.checkpoint:load_policy",
+    "evaluate": "vte.evaluate",   # callable: vte.evaluate(...); `python -m vte.evaluate` the CLI
+    "render": "vte.render", "zoo": "vte.zoo", "distributed": "vte.distributed",
+    "rng": "vte.rng", "cluster": "vte.cluster", "openb": "vte.openb",
+    # Cluster-v0's own functions and types, at the top as they always were
+    **{name: f"vte.cluster.compiled:{name}" for name in (
+        "get_obs", "node_costs", "optimal_action", "rescore", "reset", "reward", "step",
+        "step_env")},
+    **{name: f"vte.cluster.assignment:{name}" for name in (
+        "cost_matrix", "optimal_assignment", "score_assignment")},
+    **{name: f"vte.cluster.observation:{name}" for name in (
+        "NODE_FEATURE_NAMES", "NODE_FEATURES", "REQUEST_FEATURE_NAMES", "REQUEST_FEATURES")},
+    "SchedulerNet": "vte.cluster.network:SchedulerNet",
+    "make_policy": "vte.cluster.network:make_policy",
+    "EnvParams": "vte.cluster.params:EnvParams", "num_actions": "vte.cluster.params:num_actions",
+    "measure": "vte.cluster.dynamics:measure",
+    **{name: f"vte.cluster.types:{name}" for name in (
+        "Cluster", "Counters", "EnvState", "HeadScores", "Metrics", "Nodes", "Observation",
+        "Requests", "Twin")},
+}
+# The synthetic cluster's modules, reachable as `vte.scoring` etc. as before the move
+# (with a DeprecationWarning naming the new path).
+_OLD = {old.removeprefix("vte."): old for old in _moved.MOVED
+        if old.count(".") == 1 and old.startswith("vte.")}
 
 
 def __getattr__(name):
-    # `vte.render` (pictures; imports matplotlib) loads on first use. The module is callable:
-    # vte.render(state, params) -> Figure; vte.render.frame(...) -> (720, 1280, 3) uint8.
-    # `vte.zoo` (the shipped schedulers: names, paths, cards) likewise.
-    if name in ("render", "zoo"):
-        import importlib
-        return importlib.import_module("vte." + name)
-    raise AttributeError(f"module 'vte' has no attribute {name!r}")
+    target = _LAZY.get(name)
+    if target is None and name in _OLD:
+        target = _moved.moved(_OLD[name])
+    if target is None:
+        raise AttributeError(f"module 'vte' has no attribute {name!r}")
+    module, _, attr = target.partition(":")
+    value = importlib.import_module(module)
+    if attr:
+        value = getattr(value, attr)
+    globals()[name] = value         # once: later lookups are plain attribute reads
+    return value
 
-__all__ = [
-    "make", "registered", "registration", "registry", "Environment",
-    "EnvParams", "num_actions", "reset", "step", "step_env", "reward", "get_obs", "rescore",
-    "node_costs", "optimal_action", "measure",
-    "cost_matrix", "optimal_assignment", "score_assignment", "evaluate",
-    "SchedulerNet", "make_policy", "load_policy",
-    "Observation", "EnvState", "HeadScores", "Cluster", "Nodes", "Requests", "Twin", "Metrics", "Counters",
-    "NODE_FEATURE_NAMES", "NODE_FEATURES", "REQUEST_FEATURE_NAMES", "REQUEST_FEATURES",
-    "catalogue", "distributed", "heuristics", "observation", "rng", "scenario", "scoring", "twin",
-]
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = sorted(name for name in _LAZY if name not in ("cluster", "openb"))

@@ -237,7 +237,7 @@ def load_policy(run_dir: str, seed: int = 0, greedy: bool = True, step: int | No
     (`Registration.load_policy`): on synthetic clusters the function above; a run on the
     OpenB trace (`--env openb`) gives a policy of the replay instead,
     `(key, state, pod, feasible, spec) -> (scores, shared_gpu)` (`vte.openb.policies`), which
-    `vte.openb.experiment.run_grid` and `python -m vte.openb --policies RUN_DIR` take: its
+    `vte.openb.lab.experiment.run_grid` and `python -m vte.openb --policies RUN_DIR` take: its
     scores are the network's logits (the replay keeps the best feasible node, so `greedy`
     does not apply), for node files of as many GPU models as the one it trained on
     (`python -m vte.openb` checks; `vte.openb.network.as_policy` to give the count).

@@ -22,8 +22,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from vte import env
-from vte.params import EnvParams
+from vte import registry
 
 AXIS = "env"
 
@@ -61,22 +60,31 @@ def _check_divisible(num_envs: int, mesh: Mesh, axis: str):
                          f"{size} devices of mesh axis {axis!r}")
 
 
-def reset(key: jax.Array, params: EnvParams, num_envs: int, mesh: Mesh, axis: str = AXIS):
+def _env(env, params):
+    """The environment that steps `params`: `env`, or Cluster-v0's (the registry's)."""
+    return env if env is not None else registry.registration("Cluster-v0").make(params=params)[0]
+
+
+def reset(key: jax.Array, params, num_envs: int, mesh: Mesh, axis: str = AXIS, env=None):
     """`num_envs` fresh environments, sharded over `mesh`; env i uses `split(key, num_envs)[i]`
-    exactly as `jax.vmap(vte.reset)` would, so the result equals the unsharded one."""
+    exactly as `jax.vmap(env.reset)` would, so the result equals the unsharded one. `env`:
+    any registered environment's (`vte.make`), Cluster-v0's (`vte.reset`) by default."""
     _check_divisible(num_envs, mesh, axis)
+    env = _env(env, params)
     keys = jax.device_put(jax.random.split(key, num_envs), env_sharding(mesh, axis))
     fn = jax.shard_map(jax.vmap(lambda k: env.reset(k, params)), mesh=mesh,
                        in_specs=P(axis), out_specs=P(axis), check_vma=False)
     return jax.jit(fn)(keys)
 
 
-def make_step(params: EnvParams, mesh: Mesh, axis: str = AXIS):
-    """A jitted batched `vte.step` whose inputs and outputs stay sharded over `mesh`.
+def make_step(params, mesh: Mesh, axis: str = AXIS, env=None):
+    """A jitted batched `env.step` (`vte.step` by default) whose inputs and outputs stay
+    sharded over `mesh`.
 
     Returns `step(keys, states, actions) -> (obs, states, reward, terminated, truncated,
-    info)`, all with the environment axis sharded; equal to `jax.vmap(vte.step)`.
+    info)`, all with the environment axis sharded; equal to `jax.vmap(env.step)`.
     """
+    env = _env(env, params)
     fn = jax.shard_map(jax.vmap(lambda k, s, a: env.step(k, s, a, params)), mesh=mesh,
                        in_specs=P(axis), out_specs=P(axis), check_vma=False)
     return jax.jit(fn, donate_argnums=(1,))

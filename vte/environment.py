@@ -95,6 +95,26 @@ def concrete_extreme(x, what: str, pick=np.max) -> float:
     return float(pick(values)) if values.size else 0.0
 
 
+def bounds_of(specs: dict[str, FieldSpec]) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high), each (D,) float32: the bounds of any environment's specs laid out as
+    `flatten_fields` lays out its fields (booleans as 0 and 1)."""
+    low = np.concatenate([s.low.astype(np.float32).ravel() for s in specs.values()])
+    high = np.concatenate([s.high.astype(np.float32).ravel() for s in specs.values()])
+    return low, high
+
+
+def flatten_fields(fields: dict, batch: int = 0):
+    """(*B, D) float32: any environment's observation fields (a dict in its specs' order)
+    each raveled after the `batch` leading axes and joined, booleans as 0/1. JAX or NumPy
+    arrays in, the same kind out; works under jit and vmap."""
+    first = next(iter(fields.values()))
+    xp = np if isinstance(first, np.ndarray) else jnp
+    lead = tuple(np.shape(first)[:batch])
+    return xp.concatenate([xp.reshape(xp.asarray(x).astype(np.float32), lead + (-1,))
+                           for x in fields.values()], axis=-1)
+
+
+
 # --------------------------------------------------------------------------
 # Actions: one check and one error for every environment
 # --------------------------------------------------------------------------
@@ -140,7 +160,7 @@ def _traced(tree) -> bool:
 def eager_jit(fn: Callable, action_arg: str | None = None) -> Callable:
     """`fn`, run `jax.jit`-compiled when every argument is concrete and traced plainly
     inside the caller's own transformation (custom batching rules inside stay intact, and
-    parameters the caller closed over stay concrete: `vte.twin.static_exact`).
+    parameters the caller closed over stay concrete: `vte.cluster.twin.static_exact`).
 
     With `action_arg`, that argument (by position or name) is narrowed first
     (`narrow_action`), so a concrete int64 action is range-checked before JAX casts it.

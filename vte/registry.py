@@ -34,7 +34,7 @@ class FlagError(ValueError):
 
 def flag_error(name: str, value, allowed: str, depends: tuple[str, ...] = ()) -> FlagError:
     """The one error of a bad command-line value: names the flag, its value and what is
-    allowed (`train.config` and every registration use it); `depends` names the other
+    allowed (`vte.train.config` and every registration use it); `depends` names the other
     flags of a cross-check (e.g. ("num_envs", "num_steps") for --num-minibatches)."""
     return FlagError(name, value, allowed, depends)
 
@@ -43,7 +43,7 @@ def flag_error(name: str, value, allowed: str, depends: tuple[str, ...] = ()) ->
 class Registration:
     """One environment and what the tools need of it. Callables take a run's
     configuration where named `config` (an object with the run's flags as attributes,
-    e.g. `train.config.PPOConfig`)."""
+    e.g. `vte.train.config.PPOConfig`)."""
 
     id: str                              # "Cluster-v0"
     flag: str                            # its name on the command line: --env synthetic
@@ -96,17 +96,26 @@ class Registration:
                                          # distillation needs it)
     render: Callable | None = None       # (state, params, action=None, reference=None)
                                          # -> matplotlib Figure
-    decice: bool = False                 # `vte.serve` answers DECICE's API with it
+    protocols: Mapping[str, str] = dataclasses.field(default_factory=dict)
+                                         # what `python -m vte.serve --protocol NAME`
+                                         # serves of it: NAME -> "module:function", the
+                                         # function main(argv) of that server
     init_check: Callable | None = None   # (source run config dict, config) -> None, or
                                          # why --init-from that run cannot seed this one
     evaluate_main: str | None = None     # a module whose main(argv) is `python -m
-                                         # vte.evaluate --env NAME ...`; None: vte.evaluate's own
+                                         # vte.evaluate --env NAME ...`
+    evaluate_module: str | None = None   # a module whose table(results) prints what
+                                         # `evaluate` wrote (Cluster-v0's also has
+                                         # evaluate(policies, params, key, episodes):
+                                         # `vte.evaluate`)
+    eval_episodes: int = 64              # held-out episodes of a run's evaluation when
+                                         # --eval-episodes is not given
     small: Mapping[str, Any] = dataclasses.field(default_factory=dict)
                                          # `make` keywords of a small instance, which the
                                          # contract test (tests/test_contract.py) runs
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
                                          # config.json values of runs saved before a flag
-                                         # existed (see `train.config.ADDED_LATER`)
+                                         # existed (see `vte.train.config.ADDED_LATER`)
 
 
 _ENTRIES: dict[str, str | Registration] = {}     # id -> "module:attribute" or loaded
@@ -154,11 +163,27 @@ def make(name: str, **overrides) -> tuple[Any, Any]:
     return registration(name).make(**overrides)
 
 
+def protocols() -> dict[str, str]:
+    """Every protocol `python -m vte.serve` speaks: NAME -> "module:function" (main(argv))
+    of the registration that offers it (each name offered once)."""
+    out = {}
+    for id in _ENTRIES:
+        for name, entry in registration(id).protocols.items():
+            if name in out:
+                raise ValueError(f"protocol {name!r} is offered by two environments")
+            out[name] = entry
+    return out
+
+
 def of_run(config: Mapping) -> Registration:
     """The registration of a saved run, from its `config.json` ("env"/"name"; runs saved
     before the registry existed are synthetic ones)."""
     return registration(config.get("env", {}).get("name", "synthetic"))
 
 
+# The built-in environments, imported on first use.
+register("Cluster-v0", "vte.cluster.registration:REGISTRATION", flag="synthetic")
+register("OpenB-v0", "vte.openb.registration:REGISTRATION", flag="openb")
+
 __all__ = ["Registration", "register", "registered", "registration", "make", "flags",
-           "of_run", "flag_error"]
+           "of_run", "flag_error", "protocols"]

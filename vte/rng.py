@@ -10,7 +10,7 @@ bits of their keys agree (one 32-bit word would repeat a step's draws within ~65
 environment-steps, by the birthday bound). The words are a deterministic function of
 the step key, so a step stays reproducible per key. Reset draws its scenario the same
 way (`key_words`): it needs 17 words per node, which from the threefry generator of
-`jax.random` cost many steps' worth (see vte/MODEL.md, section 2), and under a vmap
+`jax.random` cost many steps' worth (see vte/cluster/MODEL.md, section 2), and under a vmap
 every environment resets in the same step.
 """
 

@@ -14,8 +14,8 @@ Needs the optional extra: `pip install -e ".[gymnax]"` (gymnax >= 1.0).
 
 Observation: with `observation="dict"` (default) a `vte.Observation`, whose space is a
   `spaces.Dict` of `spaces.Box`es with the shapes, dtypes and bounds of
-  `vte.adapters.specs.observation_specs`; with `observation="flat"` the same fields as
-  one (D,) float32 vector (`vte.adapters.specs.flatten_fields`, booleans as 0/1), a
+  `vte.cluster.spaces.observation_specs`; with `observation="flat"` the same fields as
+  one (D,) float32 vector (`vte.cluster.spaces.flatten_fields`, booleans as 0/1), a
   `spaces.Box`, which gymnax's `FlattenObservationWrapper` requires.
 Action: `spaces.Discrete(N + 1)`, int32; `a < N` places the head request on node a,
   `a == N` defers it (`vte.step`).
@@ -40,9 +40,7 @@ import jax.numpy as jnp
 from gymnax.environments import environment, spaces
 
 import vte
-from vte.adapters.specs import bounds_of, flatten_fields
-from vte.params import EnvParams
-from vte.types import EnvState
+from vte.environment import bounds_of, flatten_fields
 
 OBSERVATION_MODES = ("dict", "flat")
 STEP_APIS = ("gymnax", "legacy")   # 6 values (gymnax 1.0), or (obs, state, reward, done, info)
@@ -92,9 +90,9 @@ class ClusterEnv(environment.Environment):
                                self.env.observation_specs(self._params)})
 
     @partial(jax.jit, static_argnames=("self",))
-    def step(self, key: jax.Array, state: EnvState, action: int | jax.Array,
-             params: EnvParams | None = None
-             ) -> tuple[Any, EnvState, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+    def step(self, key: jax.Array, state: Any, action: int | jax.Array,
+             params: Any | None = None
+             ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
         """`vte.step` with gymnax's info keys: (obs, state, reward () float32, terminated ()
         bool, truncated () bool, info); `info["final_observation"]` is the observation
         before the auto-reset (in the adapter's observation form)."""
@@ -107,19 +105,19 @@ class ClusterEnv(environment.Environment):
             return self._encode(obs), state, reward, terminated | truncated, info
         return self._encode(obs), state, reward, terminated, truncated, info
 
-    def step_env(self, key: jax.Array, state: EnvState, action: int | jax.Array,
-                 params: EnvParams) -> tuple[Any, EnvState, jax.Array, jax.Array, dict]:
+    def step_env(self, key: jax.Array, state: Any, action: int | jax.Array,
+                 params: Any) -> tuple[Any, Any, jax.Array, jax.Array, dict]:
         """One decision without the auto-reset: (obs, state, reward, terminated, info)."""
         obs, state, reward, terminated, truncated, info = self.env.step_env(key, state, action,
                                                                             params)
         return self._encode(obs), state, reward, terminated, info
 
-    def reset_env(self, key: jax.Array, params: EnvParams) -> tuple[Any, EnvState]:
+    def reset_env(self, key: jax.Array, params: Any) -> tuple[Any, Any]:
         """A fresh scenario: `vte.reset`."""
         obs, state = self.env.reset_env(key, params)
         return self._encode(obs), state
 
-    def get_obs(self, state: EnvState, params: EnvParams | None = None, key=None) -> Any:
+    def get_obs(self, state: Any, params: Any | None = None, key=None) -> Any:
         """The observation of `state` (`vte.get_obs`; no randomness, `key` is unused)."""
         return self._encode(self.env.get_obs(state, self._params if params is None else params))
 
@@ -144,9 +142,9 @@ class ClusterEnv(environment.Environment):
         """`Discrete(N + 1)`, int32."""
         return spaces.Discrete(self.env.num_actions(self._params if params is None else params))
 
-    def observation_space(self, params: EnvParams | None = None) -> spaces.Space:
+    def observation_space(self, params: Any | None = None) -> spaces.Space:
         """A `Dict` of one `Box` per `vte.Observation` field, or with `observation="flat"`
-        one (D,) float32 `Box` (bounds in `vte.adapters.specs`)."""
+        one (D,) float32 `Box` (bounds in `vte.cluster.spaces`)."""
         params = self._params if params is None else params
         specs = self.env.observation_specs(params)
         if self.observation == "flat":

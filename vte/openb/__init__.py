@@ -9,11 +9,11 @@
 prints it next to the paper's figures. Formulas: `vte/openb/OPENB.md`.
 """
 
-from vte.openb import published
-from vte.openb.experiment import run_grid
+from vte.openb.lab import published
+from vte.openb.lab.experiment import run_grid
 from vte.openb.cluster import Pod, Spec, State, Typical, feasible, make_spec, place, select
 from vte.openb.policies import POLICIES, Policy
-from vte.openb.simulator import Log, binned, curves, replay
+from vte.openb.lab.simulator import Log, binned, curves, replay
 from vte.openb.trace import NodeTable, PodTable, TraceError, load_nodes, load_pods
 from vte.openb.workload import Workload, build_workload, pod_arrays, typical_pods
 

@@ -19,7 +19,7 @@ continues where it stopped, a repeated one is instant); --force recomputes them.
 Policies: the six published ones, the PWR paper's "pwr" and "pwr_fgd:<a>" (a x PWR +
 (1000 - a) x FGD, `vte.openb.power`), trained run directories (RUN_DIR@STEP: checkpoint
 STEP of one, e.g. to choose a checkpoint on other seeds with --first-seed), and "plan:"
-before any of those: the lookahead planner over it (`vte.openb.lookahead`, --plan-*
+before any of those: the lookahead planner over it (`vte.openb.lab.lookahead`, --plan-*
 settings, recorded in the JSON under "plan"; e.g. plan:RUN_DIR --plan-rollouts fgd
 --plan-horizon 32 --plan-confidence 2: a network's candidates, FGD's futures, the choice
 by evidence). "pwr_within:<M>:" before a published policy or a run directory is PWR among
@@ -48,9 +48,9 @@ import sys
 from vte import compilation_cache
 from vte.rng import SEED_LIMIT
 from vte.files import atomic_write, atomic_write_text, check_output_path
-from vte.openb import bound, lookahead
-from vte.openb.cache import RunCache
-from vte.openb.experiment import (format_summary, format_table, ordering, plot, plot_overview,
+from vte.openb.lab import bound, lookahead
+from vte.openb.lab.cache import RunCache
+from vte.openb.lab.experiment import (format_summary, format_table, ordering, plot, plot_overview,
                                   run_traces, summary, trace_name)
 from vte.openb.policies import POLICIES
 from vte.openb.power import _margin, parse_name, parse_switch, policy_by_name, pwr_within
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> dict:
                              "the horizon is worth beside the GPUs in the gain (CPU-only pods "
                              "too; default 0: pods count through their GPUs only)")
     parser.add_argument("--bound", action="store_true", help="also the upper bound on GPU "
-                        "allocation (`vte.openb.bound`, an LP per seed; needs scipy) and each "
+                        "allocation (`vte.openb.lab.bound`, an LP per seed; needs scipy) and each "
                         "policy's share of the gap between Random or FGD and it; with --power "
                         "the least power instead (an LP per seed and x) and each policy's share "
                         "of FGD's gap to it")
@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 def _power(args, nodes, traces, pod_tables, chosen, seeds, several) -> dict:
     """--power: the PWR experiment on each trace, its table, JSON and figure."""
-    from vte.openb import power_experiment
+    from vte.openb.lab import power_experiment
     results = {}
     for trace, pods in zip(traces, pod_tables):
         result = power_experiment.measure(nodes, pods, chosen, seeds, args.tune,

@@ -16,7 +16,7 @@ arrived share; a deep-sets context (mean and max over the nodes) conditions a se
 per-node layer (FiLM) and gives the "cannot place" logit and the value. The same
 parameters serve any number of nodes in any order, so a model trained on sub-clusters of
 64 nodes runs on the full 1213-node cluster. Infeasible actions are masked to the least
-float32 (`vte.network.masked_logits`).
+float32 (`vte.cluster.network.masked_logits`).
 
 The power preference w (`Observation.preference`) and each node's power features
 (`Observation.power`: the kW a placement adds, PWR's score) enter multiplied by w, each
@@ -34,7 +34,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from vte.network import Dense, masked_logits
+from vte.layers import Dense, masked_logits
 from vte.openb.cluster import Pod, Spec, State
 from vte.openb.env import (AGNOSTIC, BASE_NODE_FEATURES, GPU_FEATURES, ONEHOT, Observation,
                            check_encoding, observe_with_gpu)

@@ -14,7 +14,7 @@ Datacenters", IEEE/ACM CCGrid 2025, which adds a power model to the FGD experime
 * Measurement: per-pod datacenter power (`simulator.replay(..., power=...)`) interpolated onto
   arrived demand x = 0, 0.005, ..., 1.0 (`curves_on_grid`), savings against FGD and the GPU
   resource allocation ratio (GRAR) at x = 1.0 (`summary`); the whole experiment, beside the
-  paper's figures, is `vte.openb.power_experiment`.
+  paper's figures, is `vte.openb.lab.power_experiment`.
 
 Everything on jax arrays is pure and works under `jit` and `vmap`.
 """

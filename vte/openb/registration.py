@@ -14,7 +14,7 @@ whatever the sub-cluster's size. Imitation learns from one of the six published 
 follows each episode's power preference (`--power-weight LOW HIGH`: each episode draws its
 preference w uniformly in that range; a = `power.preference_weight(w)`), so that one
 network learns every trade-off from FGD (w = 0) to PWR (w = 1), or from `plan_fgd`, the
-lookahead planner over FGD (`vte.openb.lookahead`: distilling its decisions into the network),
+lookahead planner over FGD (`vte.openb.lab.lookahead`: distilling its decisions into the network),
 or from `plan:<base>`, the planner over a published policy or over the network of an OpenB
 run directory, loaded once and held fixed (expert iteration: each round learns the planner
 over the last round's network, `teacher_action`).
@@ -31,7 +31,7 @@ then holds `--workloads` workloads of each, every one with its own trace's typic
 
 The evaluation of a run (`eval.json`) replays the published seeds 42, 43, ...
 (`--eval-episodes` of them, 10 by default) on the full cluster with
-`vte.openb.experiment.run_grid`: each trained seed's network beside the six published
+`vte.openb.lab.experiment.run_grid`: each trained seed's network beside the six published
 policies, on the published metrics; with several traces, the first in `eval.json` and
 each other in `eval_<trace>.json`. The trace is loaded once per run and node file.
 """
@@ -211,7 +211,7 @@ def policies() -> dict:
     draws its futures from the key, which must be a PRNG key). A trainer labels its
     environments in one vmapped call, so there the planner plans every decision (its
     `start` and fewer-than-two-nodes shortcuts apply only unbatched)."""
-    from vte.openb.lookahead import planner
+    from vte.openb.lab.lookahead import planner
     from vte.openb.policies import POLICIES
     return {**{name: oenv.policy_action(p) for name, p in POLICIES.items()},
             "preference_mix": preference_mix,
@@ -283,7 +283,7 @@ def plan_settings(config) -> dict | None:
 
 
 def _plan_settings(config) -> dict:
-    from vte.openb import lookahead
+    from vte.openb.lab import lookahead
     out = {}
     for setting in ("candidates", "futures", "horizon"):
         value = getattr(config, "plan_" + setting, None)
@@ -310,7 +310,7 @@ def teacher_action(name: str, config):
     `config.plan_costs` the teacher gives `(action, cost)`, every action's cost its regret
     in GPUs (`env.regret_action`, marked `gives_costs`), for the trainer's distillation.
     ValueError when `base` is neither (a run directory may be `DIR@STEP`, one checkpoint)."""
-    from vte.openb.lookahead import planner, planner_regrets
+    from vte.openb.lab.lookahead import planner, planner_regrets
     from vte.openb.policies import POLICIES
     if name == "plan_fgd":
         base = "fgd"
@@ -429,7 +429,7 @@ def evaluate(config, params, out: str) -> dict:
     """Each trained seed's network and the six published policies replayed on the held-out
     published seeds, full cluster; writes `eval.json` (the `run_grid` result) and prints
     the table beside the published figures."""
-    from vte.openb.experiment import format_table, run_grid
+    from vte.openb.lab.experiment import format_table, run_grid
     from vte.openb.network import as_policy
     from vte.openb.policies import POLICIES
 
@@ -476,8 +476,10 @@ REGISTRATION = Registration(
     default_policy="fgd", teachers=TEACHERS, default_teacher="fgd",
     teacher_action=teacher_action, plan_settings=plan_settings,
     metrics=metrics, curves=CURVES, evaluate=evaluate, load_policy=load_policy,
-    as_action=as_action, run_make=run_make, train_reward=train_reward, render=render, decice=False, init_check=init_check,
-    evaluate_main="vte.openb.__main__",
+    as_action=as_action, run_make=run_make, train_reward=train_reward, render=render,
+    protocols={"kube-extender": "vte.openb.kube.cli:main"}, init_check=init_check,
+    evaluate_main="vte.openb.__main__", evaluate_module="vte.openb.lab.experiment",
+    eval_episodes=EVAL_EPISODES,
     small={"subset": 4, "seeds": (1, 2)},
     defaults={"trace": "default", "nodes": "gpu", "workloads": 256, "tune": 1.3,
               "power_weight": (0.0, 0.0), "frag_shaping": 0.0,

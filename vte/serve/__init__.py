@@ -1,10 +1,10 @@
-"""Serving a vte scheduler over DECICE's scheduler API (`POST /schedule`, `GET /health`).
+"""Serving vte's schedulers: `python -m vte.serve --protocol decice|kube-extender`.
 
     python -m vte.serve --policy runs/ppo --host 127.0.0.1 --port 8030 --api-key-env KEY
 
-Modules: `schemas` (DECICE's request and answer as pydantic models), `convert`
-(DECICE's cluster state and tasks to and from vte's view), `place` (a policy placing a
-request's tasks one after the other in one compiled, batched call), `app` (the FastAPI
-app with micro-batching). Only `app` needs FastAPI; `import vte` imports none of them.
-The defaults for what DECICE does not report are listed in `vte/serve/SERVE.md`.
+This package is the front door and what every protocol shares: `server` (uvicorn on a
+bound socket, TLS, connection limits) and `http` (the error shape, the body limits).
+Each protocol lives with its environment (`vte.registry.protocols`): DECICE's API in
+`vte.cluster.decice` (its defaults in `vte/cluster/decice/SERVE.md`), the kube-scheduler
+extender in `vte.openb.kube`. `import vte` imports none of them.
 """

@@ -10,7 +10,7 @@ uvicorn serves the app over HTTP/1.1 (h11) with a protocol that adds two guards 
   - a connection limit: a connection beyond `max_connections` open ones is closed at once
     (one INFO line), so idle clients cannot exhaust file descriptors.
 uvicorn's own `timeout_keep_alive` closes a connection idle after an answer
-(`idle_timeout_s`). The app's body timeout and size limit (`vte.serve.app`) guard the body.
+(`idle_timeout_s`). The app's body timeout and size limit (`vte.cluster.decice.app`) guard the body.
 
 Garbage collection: before serving, the objects of the start-up (JAX, the policy: millions)
 are moved out of the collector's reach (`gc.freeze`) and the youngest generation is

@@ -264,7 +264,7 @@ gap to the bound the network closes at 100 %; its gain over FGD at the end (seed
 
 ```bash
 python -m vte.openb --pods all --policies fgd,zoo:openb-evidence --seeds 10 --json DIR/
-python -m vte.openb.bound --pods TRACE --seeds 10 --json BOUND.json   # each trace
+python -m vte.openb.lab.bound --pods TRACE --seeds 10 --json BOUND.json   # each trace
 ```
 
 {_table(['trace', 'alloc @100 %: net / FGD / bound', 'gap closed', 'alloc @130 %: net / FGD / bound', 'net - FGD @130 % (seeds ahead)', 'failed pods: net / FGD'], rows)}
@@ -321,8 +321,9 @@ def _network_row(evaluation: dict) -> str:
     """The trained network's row of a synthetic run's eval.json: the one entry that is
     neither a heuristic nor the optimum (named `policy` in older files, by the run in newer
     ones)."""
-    from vte import heuristics
-    (row,) = [p for p in evaluation if p not in heuristics.ALL and p != "optimal"]
+    from vte import registry
+    known = registry.registration("Cluster-v0").policies()     # the heuristics and optimal
+    (row,) = [p for p in evaluation if p not in known]
     return row
 
 
@@ -334,7 +335,8 @@ def cluster_imitate(name: str) -> str:
     env = config.get("env", {})
     count, _ = _network_facts(name)
     (step,) = [int(s) for s in os.listdir(os.path.join(folder, "checkpoints"))]
-    from vte.synthetic import EVAL_EPISODES
+    from vte import registry
+    EVAL_EPISODES = registry.registration("Cluster-v0").eval_episodes
     policies = evaluation                       # name -> metrics, the network's row among them
     net = _network_row(policies)
     episodes = config.get("eval_episodes") or EVAL_EPISODES
@@ -365,7 +367,7 @@ python -m vte.serve --policy zoo:cluster-imitate       # DECICE's scheduling API
 
 ### What it is
 
-- **Network**: `vte.network.SchedulerNet`, {config['hidden']} hidden units, {count:,}
+- **Network**: `vte.cluster.network.SchedulerNet`, {config['hidden']} hidden units, {count:,}
   parameters, over the nodes and the queue (any number of nodes).
 - **Inputs**: the observation of `Cluster-v0` (`vte.Observation`: each node's features,
   the queued requests', the objective weights), {env['num_nodes']} nodes, a queue of
@@ -390,7 +392,7 @@ jax {training['jax_version']}, {training['date']}{training.get('note', '')}.
 ### Figures
 
 The run's own evaluation (its `eval.json`, written by `train/imitate.py`): {episodes}
-held-out episodes, greedy, every heuristic of `vte.heuristics` and the optimum on the same
+held-out episodes, greedy, every heuristic of `vte.cluster.heuristics` and the optimum on the same
 ones. Match rate: the share of decisions on the optimal node; mean regret: the cost a
 decision pays above the optimum's; cost ratio: the cost over the optimum's.
 

@@ -43,7 +43,7 @@ from starlette.requests import ClientDisconnect
 from vte.openb.kube.convention import DEFAULT, Convention
 from vte.openb.kube.objects import KubeInputError, PodRow, node_row, pod_row
 from vte.openb.kube.twin import Twin
-from vte.serve.app import read_body
+from vte.serve.http import read_body
 
 MAX_BODY_BYTES = 64 * 1024 * 1024     # all nodes of a large cluster, in full, with their images
 BODY_TIMEOUT_S = 30.0
