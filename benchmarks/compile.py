@@ -139,7 +139,7 @@ def compile_seconds(n: int) -> dict:
     timed("step", E.step, key, state, jnp.int32(0), params)
     timed("step, vmap 64 envs", jax.vmap(E.step, in_axes=(0, 0, 0, None)), keys, states,
           jnp.zeros(64, jnp.int32), params)
-    config = PPOConfig(num_envs=64, num_nodes=n)
+    config = PPOConfig.of(num_envs=64, num_nodes=n)
     init, update = ppo.make_update(config)
     runner = jax.jit(init)(jax.random.PRNGKey(0))
     timed("PPO update, 64 envs", update, runner)

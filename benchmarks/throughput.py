@@ -120,7 +120,7 @@ def measure_ppo(num_nodes: int, num_envs: int, updates: int, repeats: int) -> di
     from vte.train import ppo
     from vte.train.config import PPOConfig
 
-    config = PPOConfig(num_envs=num_envs, num_nodes=num_nodes)
+    config = PPOConfig.of(num_envs=num_envs, num_nodes=num_nodes)
     init, update = ppo.make_update(config)
     chunk = jax.jit(lambda r: jax.lax.scan(lambda r, _: update(r), r, None, updates),
                     donate_argnums=0)

@@ -78,7 +78,10 @@ def environment(env_id: str) -> str:
         f"| imitation teachers | {', '.join(f'`{t}`' for t in reg.teachers)} "
         f"(default `{reg.default_teacher}`) |",
         f"| known optimum | {f'`{reg.optimum}`' if reg.optimum else 'none'} |",
-        f"| served over DECICE's API | {'yes' if reg.decice else 'no'} |",
+        f"| served by `python -m vte.serve` | "
+        f"{', '.join(f'`--protocol {p}`' for p in reg.protocols) or 'no'} |",
+        f"| its run section | `{reg.config.__module__}.{reg.config.__name__}` "
+        f"({', '.join(f'`--{f.name.replace(chr(95), chr(45))}`' for f in dataclasses.fields(reg.config))}) |",
         "", f"### Observation fields (at {size})", "",
         "| field | shape | dtype | range (min low .. max high) |", "|---|---|---|---|",
     ]
@@ -108,31 +111,59 @@ def environment(env_id: str) -> str:
     return "\n".join(lines)
 
 
+def _flag_rows(fields, which, prefix: str = "") -> list[str]:
+    rows = []
+    for f in fields:
+        meta = f.metadata
+        if meta.get("choices"):
+            allowed = ", ".join(f"`{c}`" for c in meta["choices"])
+        elif meta.get("low") is not None or meta.get("high") is not None:
+            allowed = f"{meta.get('low', '')} .. {meta.get('high', '')}"
+        else:
+            allowed = ""
+        default = f.default if f.default is not dataclasses.MISSING else ""
+        rows.append(f"| `--{(prefix + f.name).replace('_', '-')}` | {which(f.name)} | "
+                    f"`{_cell(default)}` | {_cell(allowed)} | {_cell(meta['help'])} |")
+    return rows
+
+
+HEADER = ["| flag | trainers | default | allowed | help |", "|---|---|---|---|---|"]
+
+
 def flags() -> str:
-    from vte.train.config import GROUPS, ImitateConfig, PPOConfig
-    ppo = {f.name: f for f in dataclasses.fields(PPOConfig)}
-    imitate = {f.name: f for f in dataclasses.fields(ImitateConfig)}
+    import vte
+    from vte.train.config import GROUPS, SECTIONS, ImitateConfig, PPOConfig
+    ppo = {f.name: f for f in dataclasses.fields(PPOConfig) if f.name not in SECTIONS}
+    imitate = {f.name: f for f in dataclasses.fields(ImitateConfig) if f.name not in SECTIONS}
     order = list(ppo) + [n for n in imitate if n not in ppo]
+
+    def which(n):
+        return "both" if n in ppo and n in imitate else "ppo" if n in ppo else "imitate"
+
     lines = []
     for group in GROUPS:
         names = [n for n in order if (ppo.get(n) or imitate[n]).metadata["group"] == group]
-        if not names:
-            continue
-        lines += ["", f"### {group.capitalize()}", "",
-                  "| flag | trainers | default | allowed | help |", "|---|---|---|---|---|"]
-        for n in names:
-            f = ppo.get(n) or imitate[n]
-            meta = f.metadata
-            which = ("both" if n in ppo and n in imitate else "ppo" if n in ppo else "imitate")
-            if meta.get("choices"):
-                allowed = ", ".join(f"`{c}`" for c in meta["choices"])
-            elif meta.get("low") is not None or meta.get("high") is not None:
-                allowed = f"{meta.get('low', '')} .. {meta.get('high', '')}"
-            else:
-                allowed = ""
-            default = f.default if f.default is not dataclasses.MISSING else ""
-            lines.append(f"| `--{n.replace('_', '-')}` | {which} | `{_cell(default)}` | "
-                         f"{_cell(allowed)} | {_cell(meta['help'])} |")
+        if names:
+            lines += ["", f"### {group.capitalize()}", ""] + HEADER
+            lines += _flag_rows([ppo.get(n) or imitate[n] for n in names], which)
+        if group == "environment":
+            for env in vte.registry.flags():
+                reg = vte.registration(env)
+                lines += ["", f"#### `--env {env}`: `{reg.config.__name__}`", "",
+                          f"Its section of `config.json` (\"env\"); the names of "
+                          f"`vte.make(\"{reg.id}\", ...)`"
+                          + ("; old names still load, with a note: " + ", ".join(
+                              f"`--{o.replace('_', '-')}` is `--{n.replace('_', '-')}`"
+                              for o, n in reg.renamed.items()) if reg.renamed else "")
+                          + ".", ""] + HEADER
+                lines += _flag_rows(dataclasses.fields(reg.config), lambda n: "both")
+                if reg.planner is not None:
+                    lines += ["", f"#### A planning teacher's settings: `{reg.planner.__name__}`",
+                              "", "With `--env " + env + " --teacher plan_fgd` or "
+                              "`plan:<base>` (imitation); \"plan\" in `config.json`; the "
+                              "same flags as `python -m vte.openb`'s.", ""] + HEADER
+                    lines += _flag_rows(dataclasses.fields(reg.planner), lambda n: "imitate",
+                                        prefix="plan_")
     return "\n".join(lines).strip()
 
 

@@ -98,14 +98,16 @@ def test_the_table_takes_new_models_and_refuses_unknown_ones_before_any_work(tmp
 
 
 def test_old_runs_are_one_hot_new_ones_agnostic_and_neither_seeds_the_other():
-    assert encoding_of_config({"env": {"nodes": "gpu"}}) == "onehot"     # saved before
-    assert encoding_of_config({"env": {"encoding": "agnostic"}}) == "agnostic"
+    assert encoding_of_config({"env": {"name": "openb", "nodes": "gpu"}}) == "onehot"  # saved before
+    assert encoding_of_config({"env": {"name": "openb", "encoding": "agnostic"}}) == "agnostic"
     assert encoding_of_config(ckpt.load_config("zoo:openb-evidence")) in oenv.ENCODINGS
     from vte.train.config import ImitateConfig
     config = ImitateConfig.from_args(["--env", "openb"])
-    assert config.encoding == "agnostic" and config.to_dict()["env"]["encoding"] == "agnostic"
-    assert "--encoding onehot" in init_check({"env": {"nodes": "gpu"}}, config)
-    assert init_check({"env": {"encoding": "agnostic", "nodes": "x.csv"}}, config) is None
+    assert config.env_config.encoding == "agnostic"
+    assert config.to_dict()["env"]["encoding"] == "agnostic"
+    assert "--encoding onehot" in init_check({"env": {"name": "openb", "nodes": "gpu"}}, config)
+    assert init_check({"env": {"name": "openb", "encoding": "agnostic", "nodes": "x.csv"}},
+                      config) is None
 
 
 @pytest.mark.slow   # one compiled episode of the network on two banks (~30 s)

@@ -360,9 +360,10 @@ def test_command_replays_a_planner_beside_its_base_and_checks_its_settings_first
                          (["--policies", "plan:fgd", "--plan-futures", "0"], "futures=0 is invalid"),
                          (["--policies", "plan:fgd", "--plan-start", "11"], "start=11.0 is invalid"),
                          (["--policies", "plan:fgd", "--plan-confidence", "1", "--plan-futures", "1"],
-                          "confidence=1.0 needs futures >= 2"),
+                          "--plan-confidence=1.0 is invalid: allowed 0 with --plan-pods-first or "
+                          "--plan-futures 1"),
                          (["--policies", "plan:fgd", "--plan-pod-value", "100"],
-                          "pod_value=100.0 counts in the choice by evidence only"),
+                          "--plan-pod-value=100.0 is invalid: allowed 0 unless the planner chooses"),
                          (["--policies", "plan:fgd", "--plan-rollouts", "plan:fgd"],
                           "--plan-rollouts 'plan:fgd': allowed a published policy"),
                          (["--policies", "plan:fgd", "--plan-rollouts", "tetris"],

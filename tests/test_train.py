@@ -180,7 +180,7 @@ def test_the_distilled_target_is_the_softmax_of_the_feasible_costs():
 
 def test_the_training_env_reports_the_cost_of_every_action():
     from vte.train.envs import make_env
-    env = make_env(ImitateConfig(num_nodes=8, queue_len=4, episode_len=6))
+    env = make_env(ImitateConfig.of(num_nodes=8, queue_len=4, episode_len=6))
     obs, state = env.reset(jax.random.PRNGKey(3))
     for t in range(6):
         action = jax.random.randint(jax.random.PRNGKey(t), (), 0, 9)
@@ -195,7 +195,7 @@ def test_the_training_env_reports_the_cost_of_every_action():
 
 
 def test_runs_saved_before_a_field_existed_load_with_what_they_did():
-    old = ImitateConfig(num_nodes=8).to_dict()
+    old = ImitateConfig.of(num_nodes=8).to_dict()
     for name in ("distill_temp", "distill_coef", "teacher", "online"):
         del old[name]
     config = ImitateConfig.from_dict(old)
@@ -221,8 +221,8 @@ def test_runs_saved_before_a_field_existed_load_with_what_they_did():
      "--samples-per-state=4 is invalid: allowed 1 with --gamma 0.9"),
     (["--samples-per-state", "0"], "--samples-per-state=0 is invalid"),
     (["--critic-warmup", "-1"], "--critic-warmup=-1 is invalid: allowed an integer >= 0"),
-    (["--frag-shaping", "-0.5"], "--frag-shaping=-0.5 is invalid: allowed a finite number >= 0"),
-    (["--frag-shaping", "nan"], "--frag-shaping=nan is invalid: allowed a finite number"),
+    (["--env", "openb", "--frag-shaping", "-0.5"], "--frag-shaping=-0.5 is invalid: allowed a finite number >= 0"),
+    (["--env", "openb", "--frag-shaping", "nan"], "--frag-shaping=nan is invalid: allowed a finite number"),
     # A default made invalid by a flag passed: the message blames the flag passed.
     (["--num-envs", "1000000"], "--total-timesteps was not given: its default 2400000 does "
                                 "not fit --num-envs=1000000; pass --total-timesteps too"),
@@ -686,7 +686,7 @@ def test_the_extra_actions_are_the_policy_samples_with_their_rewards():
     """collect's group: column 0 is the stepped action, every column's reward is
     vte.reward of that action in the state it was sampled in, and its log-probability
     the behaviour policy's."""
-    config = PPOConfig(num_nodes=8, queue_len=4, episode_len=6, num_envs=8, num_steps=3,
+    config = PPOConfig.of(num_nodes=8, queue_len=4, episode_len=6, num_envs=8, num_steps=3,
                        num_minibatches=2, hidden=16, samples_per_state=5,
                        total_timesteps=24)
     init, _ = ppo.make_update(config)

@@ -30,7 +30,7 @@ def trace_files(tmp_path_factory):
 
 def tiny(trace_files, nodes=3):
     node_file, pod_file = trace_files
-    return ["--env", "openb", "--nodes", node_file, "--trace", pod_file, "--num-nodes", str(nodes),
+    return ["--env", "openb", "--nodes", node_file, "--pods", pod_file, "--subset", str(nodes),
             "--workloads", "4", "--num-envs", "8", "--num-steps", "8", "--num-minibatches", "2",
             "--total-timesteps", str(8 * 8 * 4), "--hidden", "16", "--log-every", "2",
             "--checkpoint-every", "2"]
@@ -279,7 +279,7 @@ def test_the_replay_command_refuses_synthetic_runs_and_other_node_files(imitatio
 
 
 def test_a_comma_joined_trace_trains_one_bank_of_each_trace(trace_files, tmp_path):
-    """`--trace A,B`: the training bank holds `--workloads` workloads of each trace, each with
+    """`--pods A,B`: the training bank holds `--workloads` workloads of each trace, each with
     its own trace's typical pods; `vte.make` takes the same list; the evaluation files."""
     import types
     from tests.test_openb_env import shared_pods
@@ -289,31 +289,30 @@ def test_a_comma_joined_trace_trains_one_bank_of_each_trace(trace_files, tmp_pat
     other = tmp_path / "other"
     other.mkdir()
     shared = shared_pods(other, nodes)
-    config = types.SimpleNamespace(trace=f"{pod_file}, {shared.path}", nodes=node_file,
-                                   workloads=3, tune=1.3, num_nodes=4, power_weight=(0.0, 0.0),
-                                   frag_shaping=0.0)
+    config = types.SimpleNamespace(env_config=registration.OpenBConfig(
+        pods=f"{pod_file}, {shared.path}", nodes=node_file, workloads=3, subset=4))
     _, params = registration.run_params(config, train=True)
     assert params.num_workloads == 6 and params.num_nodes == 4
     _, counts = workload.typical_union([vte.openb.load_pods(pod_file, nodes), shared])
     np.testing.assert_array_equal(np.asarray(params.typical_weight), np.repeat(counts, 3, axis=0))
-    _, made = vte.make("OpenB-v0", pods=config.trace, nodes=node_file, seeds=[1], subset=4)
+    _, made = vte.make("OpenB-v0", pods=config.env_config.pods, nodes=node_file, seeds=[1], subset=4)
     np.testing.assert_array_equal(np.asarray(made.typical_weight), counts)
     assert [registration.eval_file(t, i) for i, t in enumerate(
-        registration.trace_names(config.trace))] == ["eval.json", "eval_shared.json"]
-    assert registration.run_make({"env": {"trace": config.trace}})["pods"] == pod_file
+        registration.trace_names(config.env_config.pods))] == ["eval.json", "eval_shared.json"]
+    assert registration.run_make({"env": {"name": "openb", "pods": config.env_config.pods}})["pods"] == pod_file
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--env", "openb", "--teacher", "optimal"], "--teacher='optimal' is invalid: allowed one of random, dot_product"),
     (["--teacher", "fgd"], "--teacher='fgd' is invalid: allowed optimal with --env synthetic"),
-    (["--env", "openb", "--teacher", "fgd", "--trace", "nope"], "--trace='nope' is invalid"),
-    (["--env", "openb", "--teacher", "fgd", "--trace", "default,nope"],
+    (["--env", "openb", "--teacher", "fgd", "--pods", "nope"], "--pods='nope' is invalid"),
+    (["--env", "openb", "--teacher", "fgd", "--pods", "default,nope"],
      "pod file 'nope' does not exist"),
-    (["--env", "openb", "--teacher", "fgd", "--trace", "default,"],
+    (["--env", "openb", "--teacher", "fgd", "--pods", "default,"],
      "allowed one pod file or several joined by commas, none empty"),
     (["--env", "openb", "--teacher", "fgd", "--nodes", "nope"], "--nodes='nope' is invalid"),
-    (["--env", "openb", "--teacher", "fgd", "--num-nodes", "5000"],
-     "--num-nodes=5000 is invalid: allowed 1..1213"),
+    (["--env", "openb", "--teacher", "fgd", "--subset", "5000"],
+     "--subset=5000 is invalid: allowed 1..1213"),
     (["--env", "openb", "--teacher", "fgd", "--workloads", "0"], "--workloads=0 is invalid"),
     (["--env", "mars"], "argument --env: invalid choice: 'mars'"),
     (["--env", "openb", "--teacher", "plan:no_such_run"],
@@ -333,18 +332,21 @@ def test_a_comma_joined_trace_trains_one_bank_of_each_trace(trace_files, tmp_pat
     (["--env", "openb", "--teacher", "plan:fgd", "--plan-futures", "257"],
      "--plan-futures=257 is invalid: allowed an integer in [1, 256]"),
     (["--env", "openb", "--teacher", "plan:fgd", "--plan-candidates", "0"],
-     "--plan-candidates=0 is invalid: allowed an integer >= 1"),
+     "--plan-candidates=0 is invalid: allowed an integer in [1, 64]"),
     (["--env", "openb", "--teacher", "fgd", "--plan-costs"],
      "--plan-costs=True is invalid: allowed False unless the teacher plans"),
     (["--plan-costs"], "--plan-costs=True is invalid: allowed False unless the teacher plans"),
     (["--env", "openb", "--teacher", "fgd", "--plan-pods-first"],
-     "--plan-pods-first=True is invalid: allowed False unless the teacher plans"),
+     "--plan-pods-first=True is invalid: allowed no value (the planner's own) unless the "
+     "teacher plans"),
     (["--env", "openb", "--teacher", "plan_fgd", "--plan-costs", "--distill-temp", "0"],
      "--plan-costs=True is invalid: allowed False with --distill-temp 0"),
     (["--env", "openb", "--teacher", "fgd", "--plan-confidence", "1"],
-     "--plan-confidence=1.0 is invalid: allowed 0.0 unless the teacher plans"),
+     "--plan-confidence=1.0 is invalid: allowed no value (the planner's own) unless the "
+     "teacher plans"),
     (["--env", "openb", "--teacher", "fgd", "--plan-rollouts", "fgd"],
-     "--plan-rollouts='fgd' is invalid: allowed None unless the teacher plans"),
+     "--plan-rollouts='fgd' is invalid: allowed no value (the planner's own) unless the "
+     "teacher plans"),
     (["--env", "openb", "--teacher", "plan_fgd", "--plan-rollouts", "tetris"],
      "--plan-rollouts='tetris' is invalid: allowed one of random"),
     (["--env", "openb", "--teacher", "plan_fgd", "--plan-confidence", "1", "--plan-futures", "1"],
@@ -352,9 +354,10 @@ def test_a_comma_joined_trace_trains_one_bank_of_each_trace(trace_files, tmp_pat
     (["--env", "openb", "--teacher", "plan_fgd", "--plan-confidence", "1", "--plan-pods-first"],
      "--plan-confidence=1.0 is invalid: allowed 0 with --plan-pods-first"),
     (["--env", "openb", "--teacher", "fgd", "--plan-pod-value", "500"],
-     "--plan-pod-value=500.0 is invalid: allowed 0.0 unless the teacher plans"),
+     "--plan-pod-value=500.0 is invalid: allowed no value (the planner's own) unless the "
+     "teacher plans"),
     (["--env", "openb", "--teacher", "plan_fgd", "--plan-pod-value", "500"],
-     "--plan-pod-value=500.0 is invalid: allowed 0 unless the teacher chooses by evidence"),
+     "--plan-pod-value=500.0 is invalid: allowed 0 unless the planner chooses by evidence"),
     (["--env", "openb", "--teacher", "plan_fgd", "--plan-confidence", "1", "--plan-pod-value", "-1"],
      "--plan-pod-value=-1.0 is invalid: allowed"),
 ])
@@ -443,28 +446,28 @@ def test_the_lookahead_teacher_labels_a_state_with_the_planners_node(trace_files
     """`--teacher plan_fgd` (distillation of `lookahead.planner(fgd)`): the label a
     trainer's environment gives (`make_env`) is the node the planner with the run's
     `--plan-candidates/--plan-futures/--plan-horizon` chooses on the environment's state;
-    without them the planner's defaults (`plan_settings`)."""
+    without them the planner's defaults (`lookahead.PlanSettings`)."""
     from vte.train.config import ImitateConfig
     from vte.train.envs import make_env
     from vte.openb import cluster, policies
     from vte.openb.lab import lookahead
-    from vte.openb.registration import TEACHERS, plan_settings
+    from vte.openb.registration import TEACHERS
     assert "plan_fgd" in TEACHERS
     settings = ["--plan-candidates", "3", "--plan-futures", "2", "--plan-horizon", "5"]
     config = ImitateConfig.from_args(tiny(trace_files, 5) + ["--teacher", "plan_fgd"] + settings)
-    assert plan_settings(config) == {"candidates": 3, "futures": 2, "horizon": 5}
+    assert (config.plan.candidates, config.plan.futures, config.plan.horizon) == (3, 2, 5)
     assert ImitateConfig.from_dict(config.to_dict()) == config
-    # Unset, the planner's defaults, recorded in config.json; a planning run saved before
-    # the flags existed loads with the settings it used, whatever the defaults become.
+    # Unset, the planner's defaults, recorded in config.json under "plan"; a planning run
+    # saved before the flags existed loads with the settings it used; one saved with the
+    # flat plan_* keys of older versions loads them.
     default = ImitateConfig.from_args(tiny(trace_files) + ["--teacher", "plan:fgd"])
-    assert default.to_dict()["plan_horizon"] == lookahead.DEFAULTS["horizon"]
-    older = {k: v for k, v in default.to_dict().items() if not k.startswith("plan_")}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(lookahead.DEFAULTS, "horizon", 16)
-        assert ImitateConfig.from_args(tiny(trace_files) + ["--teacher", "plan:fgd"]
-                                       ).plan_horizon == 16
-        assert ImitateConfig.from_dict(older).plan_horizon == 8
-    assert ImitateConfig.from_args(tiny(trace_files) + ["--teacher", "fgd"]).plan_horizon is None
+    assert default.to_dict()["plan"]["horizon"] == lookahead.DEFAULTS["horizon"]
+    older = {k: v for k, v in default.to_dict().items() if k != "plan"}
+    assert ImitateConfig.from_dict(older).plan.horizon == 8
+    flat = {**older, "plan_candidates": 3, "plan_futures": 2, "plan_horizon": 5}
+    assert ImitateConfig.from_dict(flat).plan == config.plan
+    fgd = ImitateConfig.from_args(tiny(trace_files) + ["--teacher", "fgd"])
+    assert fgd.plan is None and "plan" not in fgd.to_dict()
     env = make_env(config)
     params = env.params
     plan = lookahead.planner(policies.fgd, candidates=3, futures=2, horizon=5)
@@ -490,15 +493,15 @@ def test_the_lookahead_teacher_labels_a_state_with_the_planners_node(trace_files
         return real(*args, **kwargs)
     first = ImitateConfig.from_args(tiny(trace_files, 5) + ["--teacher", "plan_fgd",
                                                             "--plan-pods-first"] + settings)
-    assert first.to_dict()["plan_pods_first"] is True
+    assert first.to_dict()["plan"]["pods_first"] is True
     assert ImitateConfig.from_dict(first.to_dict()) == first
     # --plan-rollouts, --plan-confidence and --plan-pod-value: the planner's `rollouts`,
     # `confidence` and `pod_value`.
     split = ImitateConfig.from_args(tiny(trace_files, 5) + [
         "--teacher", "plan:best_fit", "--plan-rollouts", "fgd", "--plan-confidence", "1.5",
         "--plan-pod-value", "250"] + settings)
-    assert (split.to_dict()["plan_rollouts"], split.to_dict()["plan_confidence"],
-            split.to_dict()["plan_pod_value"]) == ("fgd", 1.5, 250.0)
+    plan = split.to_dict()["plan"]
+    assert (plan["rollouts"], plan["confidence"], plan["pod_value"]) == ("fgd", 1.5, 250.0)
     assert ImitateConfig.from_dict(split.to_dict()) == split
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(lookahead, "planner", spy)

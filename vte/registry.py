@@ -49,8 +49,10 @@ class Registration:
     flag: str                            # its name on the command line: --env synthetic
     summary: str                         # one line for --help and `vte.registered`
     make: Callable[..., tuple]           # (**overrides) -> (env, params)
-    config_keys: tuple[str, ...]         # the run flags that are this environment's own;
-                                         # stored under "env" in config.json
+    config: type                         # its section of a run's configuration: a frozen
+                                         # dataclass of `vte.config.option`s whose names
+                                         # are `make`'s keywords and the flags; stored
+                                         # under "env" in config.json
     check_config: Callable[[Any], None]  # raise `flag_error` on a bad flag of a run
     run_params: Callable[[Any, bool], tuple]   # (config, train) -> (env, params) of a
                                          # run's training (train=True) or evaluation
@@ -80,11 +82,13 @@ class Registration:
                                          # planners, "plan_fgd" and "plan:<base>", with the
                                          # run's --plan-* settings), or None for a name
                                          # `policies()` holds as it is; None: those only
-    plan_settings: Callable[[Any], dict | None] | None = None
-                                         # config -> the settings of a planning teacher
-                                         # ({candidates, futures, horizon}, the run's
-                                         # --plan-* or the planner's defaults), None when
-                                         # the run's teacher does not plan; None: none plans
+    planner: type | None = None          # the settings of its planning teachers (a
+                                         # section: the --plan-* flags, config.json's
+                                         # "plan"); None: no teacher plans
+    plans: Callable[[str], bool] | None = None   # teacher name -> whether it plans
+    renamed: Mapping[str, str] = dataclasses.field(default_factory=dict)
+                                         # old name -> new name of its section's fields:
+                                         # old flags and config.json keys still load
     optimum: str | None = None           # the reference policy that is the known optimum
                                          # (PPO monitors its match), None: none known
     train_reward: Callable | None = None   # (state before, reward, params) -> the reward
@@ -114,8 +118,8 @@ class Registration:
                                          # `make` keywords of a small instance, which the
                                          # contract test (tests/test_contract.py) runs
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-                                         # config.json values of runs saved before a flag
-                                         # existed (see `vte.train.config.ADDED_LATER`)
+                                         # its section's values of runs saved before a
+                                         # field existed (`vte.train.config.env_section`)
 
 
 _ENTRIES: dict[str, str | Registration] = {}     # id -> "module:attribute" or loaded

@@ -2,8 +2,9 @@
 
     env, params = vte.make("Cluster-v0", num_nodes=16)    # EnvParams fields as keywords
 
-What every tool needs of it (`vte.registry.Registration`): its training flags
-(`num_nodes`, `queue_len`, `episode_len`, `weights`, `sample_weights`), the network
+What every tool needs of it (`vte.registry.Registration`): its section of a run's
+configuration (`ClusterConfig`: `num_nodes`, `queue_len`, `episode_len`, `weights`,
+`sample_weights`), the network
 (`vte.SchedulerNet`), the reference policies (the heuristics of `vte.cluster.heuristics` and the
 known optimum, each `(key, state, params) -> action`), the evaluation of a trained run
 (`vte.evaluate` against every heuristic and the optimum), its picture (`vte.render`) and
@@ -12,6 +13,7 @@ DECICE's API (`vte.serve`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -21,11 +23,35 @@ import jax.numpy as jnp
 from vte.cluster import env as _env
 from vte.files import atomic_write_text
 from vte.cluster.observation import get_obs
+from vte.config import check_fields, option
 from vte.cluster.params import EnvParams
 from vte.registry import Registration, flag_error
 
 EVAL_EPISODES = 64      # held-out episodes of a run's evaluation when --eval-episodes is not given
-CONFIG_KEYS = ("num_nodes", "queue_len", "episode_len", "weights", "sample_weights")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterConfig:
+    """Cluster-v0's section of a run's configuration (`--env synthetic`; "env" in
+    config.json): `EnvParams` fields, under the names `vte.make("Cluster-v0", ...)` takes."""
+
+    num_nodes: int = option(64, "nodes per cluster", low=1, group="environment")
+    queue_len: int = option(8, "queue slots", low=1, group="environment")
+    episode_len: int = option(128, "decisions per episode", low=1, group="environment")
+    weights: tuple[float, float, float] = option(
+        (1.0, 1.0, 1.0), "objective weights (performance, energy, reliability); the "
+        "evaluation uses them, training too unless --sample-weights", group="environment",
+        metavar=("PERF", "ENERGY", "REL"))
+    sample_weights: bool = option(True, "train on objective weights drawn per episode (shown "
+                                  "to the policy), so one model serves many preferences",
+                                  group="environment")
+
+    def __post_init__(self):
+        check_fields(self)
+
+    def summary(self) -> str:
+        """What one environment is, for a trainer's first line and its curve's title."""
+        return f"{self.num_nodes} nodes"
 
 
 def make(params: EnvParams | None = None, **fields) -> tuple[_env.SyntheticEnv, EnvParams]:
@@ -48,10 +74,11 @@ def make(params: EnvParams | None = None, **fields) -> tuple[_env.SyntheticEnv, 
 def run_params(config, train: bool) -> tuple[_env.SyntheticEnv, EnvParams]:
     """The environment a run trains on (`train`), or its held-out evaluation: the same
     cluster sizes with the fixed objective weights."""
-    return _env.ENV, EnvParams(num_nodes=config.num_nodes, queue_len=config.queue_len,
-                               episode_len=config.episode_len,
-                               sample_weights=config.sample_weights and train,
-                               weights=tuple(config.weights))
+    c = config.env_config
+    return _env.ENV, EnvParams(num_nodes=c.num_nodes, queue_len=c.queue_len,
+                               episode_len=c.episode_len,
+                               sample_weights=c.sample_weights and train,
+                               weights=tuple(c.weights))
 
 
 def check_config(config) -> None:
@@ -162,7 +189,7 @@ def render(state, params, action=None, reference=None, caption=None):
 REGISTRATION = Registration(
     id="Cluster-v0", flag="synthetic",
     summary="vte's synthetic heterogeneous cluster (cloud, edge, HPC) with a known optimum",
-    make=make, config_keys=CONFIG_KEYS, check_config=check_config, run_params=run_params,
+    make=make, config=ClusterConfig, check_config=check_config, run_params=run_params,
     network=network, policies=policies, default_policy="kube_default", teachers=TEACHERS, default_teacher="optimal",
     metrics=metrics, curves=CURVES, evaluate=evaluate, load_policy=load_policy,
     as_action=as_action, run_make=run_make, optimum="optimal", reward_fn=_env.reward, action_costs=action_costs, render=render,

@@ -48,6 +48,7 @@ import sys
 from vte import compilation_cache
 from vte.rng import SEED_LIMIT
 from vte.files import atomic_write, atomic_write_text, check_output_path
+from vte.config import add_flags, given, to_json
 from vte.openb.lab import bound, lookahead
 from vte.openb.lab.cache import RunCache
 from vte.openb.lab.experiment import (format_summary, format_table, ordering, plot, plot_overview,
@@ -170,24 +171,18 @@ def _learned(run_dir: str, num_models):
         raise ValueError(f"--policies: {err}") from None
 
 
-def make_policy(name: str, models, plan_settings=None, pods_first: bool = False,
-                rollouts: str | None = None, confidence: float = 0.0, pod_value: float = 0.0):
+def make_policy(name: str, models, plan: lookahead.PlanSettings | None = None):
     """The replay policy a --policies name means, on a node file of GPU `models`
     (`NodeTable.models`): the one place a name becomes a policy (`python -m vte.openb`,
-    the kube-scheduler extender `vte.openb.kube`). `plan_settings`: the planner's (candidates,
-    futures, horizon, start), default `lookahead.DEFAULTS`; the other keywords are the
-    --plan-* flags. ValueError naming the name when it means no policy."""
-    if plan_settings is None:
-        d = lookahead.DEFAULTS
-        plan_settings = lookahead.check_settings(d["candidates"], d["futures"], d["horizon"],
-                                                 d["start"])
+    the kube-scheduler extender `vte.openb.kube`). `plan`: the planner's settings (the
+    --plan-* flags), default `PlanSettings()`. ValueError naming the name when it means no
+    policy."""
+    plan = lookahead.PlanSettings() if plan is None else plan
 
     def policy(name):
         if name.startswith(PLAN):
-            return lookahead.planner(
-                policy(name[len(PLAN):]), *plan_settings, pods_first=pods_first,
-                rollouts=None if rollouts is None else policy(rollouts),
-                confidence=confidence, pod_value=pod_value)
+            return lookahead.planner(policy(name[len(PLAN):]), **plan.kwargs(
+                None if plan.rollouts is None else policy(plan.rollouts)))
         within = _within(name)
         if within is not None:
             margin, switch_at, late_margin, base, fill = within
@@ -231,33 +226,8 @@ def main(argv: list[str] | None = None) -> dict:
                         f"here (default {default_cache()}); 'none' keeps nothing")
     parser.add_argument("--force", action="store_true", help="recompute runs already in the cache")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    plan = lookahead.DEFAULTS
-    parser.add_argument("--plan-candidates", type=int, default=plan["candidates"],
-                        help="plan:<base>: the base policy's best nodes compared at each pod "
-                             f"(default {plan['candidates']})")
-    parser.add_argument("--plan-futures", type=int, default=plan["futures"],
-                        help=f"plan:<base>: sampled futures per candidate (default {plan['futures']})")
-    parser.add_argument("--plan-horizon", type=int, default=plan["horizon"],
-                        help=f"plan:<base>: pods per future (default {plan['horizon']})")
-    parser.add_argument("--plan-start", type=float, default=plan["start"],
-                        help="plan:<base>: plan once the arrived GPU demand reaches this "
-                             f"fraction of the cluster's GPUs (default {plan['start']}: every pod)")
-    parser.add_argument("--plan-pods-first", action="store_true",
-                        help="plan:<base>: between candidates that allocate as much, the one "
-                             "whose futures bind more pods first, then less fragmentation")
-    parser.add_argument("--plan-rollouts", default=None,
-                        help="plan:<base>: the policy that places the futures' pods (a "
-                             "published policy or a run directory; default: the base itself). "
-                             "The base still ranks the candidates: e.g. plan:RUN_DIR "
-                             "--plan-rollouts fgd plans over a network at FGD's cost")
-    parser.add_argument("--plan-confidence", type=float, default=0.0,
-                        help="plan:<base>: z > 0 leaves the base's best node only for a "
-                             "candidate whose gain over it, paired future by future, is above z "
-                             "standard errors (default 0: the lexicographic choice)")
-    parser.add_argument("--plan-pod-value", type=float, default=0.0,
-                        help="plan:<base> with --plan-confidence: milli-GPU each pod bound at "
-                             "the horizon is worth beside the GPUs in the gain (CPU-only pods "
-                             "too; default 0: pods count through their GPUs only)")
+    add_flags(lookahead.PlanSettings, parser.add_argument_group(
+        "planner (plan:<base>; vte.openb.lab.lookahead.PlanSettings)"), prefix="plan_")
     parser.add_argument("--bound", action="store_true", help="also the upper bound on GPU "
                         "allocation (`vte.openb.lab.bound`, an LP per seed; needs scipy) and each "
                         "policy's share of the gap between Random or FGD and it; with --power "
@@ -280,10 +250,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.chunk < 1:
         raise ValueError(f"--chunk {args.chunk}: must be >= 1")
     policies = _policies(args.policies)
-    plan_settings = lookahead.check_settings(args.plan_candidates, args.plan_futures,
-                                             args.plan_horizon, args.plan_start)
-    z = lookahead.check_confidence(args.plan_confidence, plan_settings[1], args.plan_pods_first)
-    lookahead.check_pod_value(args.plan_pod_value, z)
+    plan = lookahead.PlanSettings(**given(lookahead.PlanSettings, args, "plan_"))
     try:
         rollouts_known = args.plan_rollouts is None or _known(args.plan_rollouts)
     except ValueError as err:
@@ -318,9 +285,7 @@ def main(argv: list[str] | None = None) -> dict:
         pod_tables = [load_pods(name, nodes) for name in traces]    # every file checked first
 
     def policy(name):
-        return make_policy(name, nodes.models, plan_settings, pods_first=args.plan_pods_first,
-                           rollouts=args.plan_rollouts, confidence=args.plan_confidence,
-                           pod_value=args.plan_pod_value)
+        return make_policy(name, nodes.models, plan)
 
     chosen = {name: policy(name) for name in policies}
     seeds = range(args.first_seed, args.first_seed + args.seeds)
@@ -332,10 +297,7 @@ def main(argv: list[str] | None = None) -> dict:
         return _power(args, nodes, traces, pod_tables, chosen, seeds, several)
 
     by_name = {trace_name(p): p for p in pod_tables}
-    planned = {"candidates": plan_settings[0], "futures": plan_settings[1],
-               "horizon": plan_settings[2], "start": plan_settings[3],
-               "pods_first": args.plan_pods_first, "rollouts": args.plan_rollouts,
-               "confidence": args.plan_confidence, "pod_value": args.plan_pod_value}
+    planned = to_json(plan)
 
     def write(trace: str, result: dict) -> None:
         """A trace's table and files, as soon as it is done."""

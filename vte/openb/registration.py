@@ -38,6 +38,7 @@ each other in `eval_<trace>.json`. The trace is loaded once per run and node fil
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -45,6 +46,7 @@ import os
 import jax
 import jax.numpy as jnp
 
+from vte.config import check_fields, option
 from vte.files import atomic_write_text
 from vte.openb import env as oenv
 from vte.registry import Registration, flag_error
@@ -57,8 +59,52 @@ TEACHERS = ("random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit"
             "preference_mix", "plan_fgd")
 PLAN = "plan:"              # a teacher "plan:<base>": the lookahead planner over a published
                             # policy or a trained run directory (`teacher_action`)
-CONFIG_KEYS = ("num_nodes", "trace", "nodes", "workloads", "tune", "power_weight", "frag_shaping",
-               "encoding")
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenBConfig:
+    """OpenB-v0's section of a run's configuration (`--env openb`; "env" in config.json),
+    under the names `vte.make("OpenB-v0", ...)` takes. `pods` was `--trace` and `subset`
+    was `--num-nodes` (`RENAMED`: both still load, with a note)."""
+
+    pods: str = option("default", "pod file: a bundled name (default, gpushare100, gpuspec33, "
+                       "... the seventeen traces) or a CSV path; several joined by commas "
+                       "train one network on workloads of each", group="environment")
+    nodes: str = option("gpu", "node file: gpu (the paper's 1213 GPU nodes), all (with the "
+                        "CPU-only nodes) or a CSV path", group="environment")
+    subset: int = option(64, "nodes of each training sub-cluster, drawn at random from the "
+                         "node file (the evaluation replays the full cluster)", low=1,
+                         group="environment")
+    workloads: int = option(256, "training workloads of the bank, one per seed 10000.."
+                            "10000+W-1 and pod file (the evaluation replays the published "
+                            "seeds 42, 43, ...)", low=1, group="environment")
+    tune: float = option(1.3, "workload GPU demand / cluster GPUs", low=0.0, strict=True,
+                         group="environment")
+    power_weight: tuple[float, float] = option(
+        (0.0, 0.0), "power preference range: each episode draws its weight w of the kW a "
+        "decision adds against its GPUs uniformly in [LOW, HIGH], 0 <= LOW <= HIGH <= 1, "
+        "shown to the policy (0 0: GPUs only)", group="environment", metavar=("LOW", "HIGH"))
+    frag_shaping: float = option(0.0, "reward shaping: GPUs of reward per GPU of "
+                                 "fragmentation a placement removes (FGD's gain at the chosen "
+                                 "node; negative where it adds some), so each decision is "
+                                 "credited with what it leaves for later pods (0: none)",
+                                 low=0.0, group="environment")
+    encoding: str = option(oenv.AGNOSTIC, "how a node's GPU model enters the observation: "
+                           "agnostic, whether the pod may use its GPUs and their memory and "
+                           "watts from the per-model table (vte.openb.power.GPU_MODELS), so the "
+                           "network runs on clusters of other GPU models; onehot, a one-hot of "
+                           "the node file's models (runs saved before this field)",
+                           group="environment", choices=oenv.ENCODINGS)
+
+    def __post_init__(self):
+        check_fields(self)
+
+    def summary(self) -> str:
+        """What one environment is, for a trainer's first line and its curve's title."""
+        return f"{self.subset} nodes of {self.nodes} ({self.pods})"
+
+
+RENAMED = {"trace": "pods", "num_nodes": "subset"}   # old flag / config.json key -> field
 SAVED_BEFORE_ENCODING = oenv.ONEHOT   # the encoding of a run whose config.json has none
 
 
@@ -80,9 +126,10 @@ def load_trace(pods: str = "default", nodes: str = "gpu"):
 
 def make(pods: str = "default", nodes: str = "gpu", seeds=None, subset: int | None = None,
          tune: float = 1.3, invalid_penalty: float = 1.0, params=None,
-         encoding: str = oenv.AGNOSTIC):
-    """(env, params): a bank of one workload per seed (default seeds 10_000 ..
-    10_000 + 15) of the `pods` trace (several joined by commas: one workload per seed of
+         encoding: str = oenv.AGNOSTIC, workloads: int | None = None,
+         power_weight=0.0, frag_shaping: float = 0.0):
+    """(env, params): a bank of one workload per seed (`seeds`, or `workloads` seeds from
+    10_000 as a run's --workloads; default 16) of the `pods` trace (several joined by commas: one workload per seed of
     each, `trace_names`) on the `nodes` file, each on a random `subset` of
     its nodes (None: the full cluster); or the environment of given `params` (an
     `OpenBParams`). `encoding`: how the observation encodes GPU models (`env.ENCODINGS`).
@@ -97,10 +144,16 @@ def make(pods: str = "default", nodes: str = "gpu", seeds=None, subset: int | No
         table, pod_table = load_traces(str(pods), str(nodes))
     except (TraceError, OSError) as err:
         raise ValueError(f"pods={pods!r}, nodes={nodes!r}: {err}") from None
+    if seeds is not None and workloads is not None:
+        raise ValueError(f"seeds and workloads={workloads} name the same bank: give one")
+    if workloads is not None and (isinstance(workloads, bool) or not isinstance(workloads, int)
+                                  or workloads < 1):
+        raise ValueError(f"workloads={workloads!r} is invalid: allowed an integer >= 1")
     if seeds is None:
-        seeds = range(TRAIN_SEED0, TRAIN_SEED0 + MAKE_WORKLOADS)
+        seeds = range(TRAIN_SEED0, TRAIN_SEED0 + (workloads or MAKE_WORKLOADS))
     params = oenv.make_params(table, pod_table, seeds, tune=tune, subset=subset,
-                              invalid_penalty=invalid_penalty, encoding=encoding)
+                              invalid_penalty=invalid_penalty, encoding=encoding,
+                              power_weight=power_weight, frag_shaping=frag_shaping)
     return oenv.OpenBEnv(params, table.models), params
 
 
@@ -120,33 +173,43 @@ def load_traces(trace: str, nodes: str = "gpu"):
     return load_node_table(nodes), [load_trace(name, nodes)[1] for name in names]
 
 
-def _subset(config, nodes) -> int | None:
-    return config.num_nodes if config.num_nodes < len(nodes) else None
+def _subset(c: OpenBConfig, nodes) -> int | None:
+    return c.subset if c.subset < len(nodes) else None
 
 
 def run_params(config, train: bool):
     """The training bank of a run (sub-clusters of `--num-nodes`); its evaluation replays
     the full cluster with `run_grid` instead (`evaluate`)."""
-    nodes, pods = load_traces(config.trace, config.nodes)
-    params = oenv.make_params(nodes, pods, range(TRAIN_SEED0, TRAIN_SEED0 + config.workloads),
-                              tune=config.tune, subset=_subset(config, nodes),
-                              power_weight=tuple(config.power_weight),
-                              frag_shaping=config.frag_shaping,
+    c = config.env_config
+    nodes, pods = load_traces(c.pods, c.nodes)
+    params = oenv.make_params(nodes, pods, range(TRAIN_SEED0, TRAIN_SEED0 + c.workloads),
+                              tune=c.tune, subset=_subset(c, nodes),
+                              power_weight=tuple(c.power_weight),
+                              frag_shaping=c.frag_shaping,
                               encoding=encoding_of_config(config))
     return oenv.OpenBEnv(params, nodes.models), params
 
 
-def encoding_of_config(config) -> str:
-    """The observation encoding of a run (`env.ENCODINGS`): its `--encoding`, or in a
-    config.json dict its env's "encoding", onehot for a run saved before the field existed."""
+def section(config) -> OpenBConfig:
+    """A run's OpenB section: `config.env_config` of a trainer's configuration, or of a
+    config.json dict (`vte.config.env_section`: old keys under their new names, onehot
+    for a run saved before `encoding` existed)."""
     if isinstance(config, dict):
-        return oenv.check_encoding(config.get("env", {}).get("encoding", SAVED_BEFORE_ENCODING))
-    return oenv.check_encoding(getattr(config, "encoding", oenv.AGNOSTIC))
+        from vte.config import env_section
+        return env_section(config)
+    return config.env_config
+
+
+def encoding_of_config(config) -> str:
+    """The observation encoding of a run (`env.ENCODINGS`), of a trainer's configuration
+    or a config.json dict (onehot for a run saved before the field existed)."""
+    return oenv.check_encoding(section(config).encoding)
 
 
 def check_config(config) -> None:
     """The teacher is a published policy, the files load, the sub-clusters fit."""
     from vte.openb.trace import TRACES, TraceError
+    c = config.env_config
     teacher = getattr(config, "teacher", None)
     if teacher is not None and teacher not in TEACHERS and not teacher.startswith(PLAN):
         raise flag_error("teacher", teacher, "one of " + ", ".join(TEACHERS) + ", or "
@@ -154,24 +217,24 @@ def check_config(config) -> None:
                          "OpenB run directory or zoo:NAME) with --env openb (the trace has no known "
                          "optimum)", depends=("env",))
     try:
-        nodes = load_node_table(config.nodes)
+        nodes = load_node_table(c.nodes)
     except (TraceError, OSError, ValueError) as err:
-        raise flag_error("nodes", config.nodes, f"gpu, all or the path of a node file of the "
+        raise flag_error("nodes", c.nodes, f"gpu, all or the path of a node file of the "
                          f"OpenB format ({err})") from None
     try:
-        load_traces(config.trace, config.nodes)
+        load_traces(c.pods, c.nodes)
     except (TraceError, OSError, ValueError) as err:
-        raise flag_error("trace", config.trace, f"a bundled trace ({', '.join(TRACES)}) or "
+        raise flag_error("pods", c.pods, f"a bundled trace ({', '.join(TRACES)}) or "
                          "the path of a pod file of the OpenB format, or several joined by "
                          f"commas ({err})") from None
     from vte.openb.power import check_gpu_models
     try:
         check_gpu_models(nodes.models)      # the observation and the power model read the table
     except ValueError as err:
-        raise flag_error("nodes", config.nodes, f"a node file whose GPU models the per-model "
+        raise flag_error("nodes", c.nodes, f"a node file whose GPU models the per-model "
                          f"table knows ({err})") from None
-    plan_settings(config)        # the planning teacher's settings, before it is built
-    rollouts = getattr(config, "plan_rollouts", None)
+    plan = getattr(config, "plan", None)      # a planning teacher's settings (checked)
+    rollouts = plan.rollouts if plan is not None else None
     if rollouts is not None and rollouts not in _published():
         try:
             problem = None if _is_run(rollouts) else "not one"
@@ -188,13 +251,13 @@ def check_config(config) -> None:
         except ValueError as err:
             raise flag_error("teacher", teacher, f"{PLAN}<base>, the base one of "
                              f"{', '.join(_published())}, an OpenB run directory or "
-                             f"zoo:NAME trained on --nodes {config.nodes}'s GPU models ({err})") from None
-    if config.num_nodes > len(nodes):
-        raise flag_error("num_nodes", config.num_nodes, f"1..{len(nodes)}, the node file's "
+                             f"zoo:NAME trained on --nodes {c.nodes}'s GPU models ({err})") from None
+    if c.subset > len(nodes):
+        raise flag_error("subset", c.subset, f"1..{len(nodes)}, the node file's "
                          "nodes, with --env openb", depends=("env", "nodes"))
-    low, high = config.power_weight
+    low, high = c.power_weight
     if not 0.0 <= low <= high <= 1.0:
-        raise flag_error("power_weight", config.power_weight, "two numbers LOW HIGH with "
+        raise flag_error("power_weight", c.power_weight, "two numbers LOW HIGH with "
                          "0 <= LOW <= HIGH <= 1 (each episode's power preference is drawn "
                          "uniformly between them)")
 
@@ -260,42 +323,15 @@ def learned_policy(run_dir: str, num_models):
 def _trained_models(config: dict):
     """The GPU models of the node file a run trained on (None when it no longer loads)."""
     try:
-        return load_node_table(config.get("env", {}).get("nodes", "gpu")).models
+        return load_node_table(section(config).nodes).models
     except Exception:            # a node file moved away: the width check still applies
         return None
 
 
 def plans(teacher: str | None) -> bool:
     """Whether the teacher is the lookahead planner (`plan_fgd`, `plan:<base>`), the one
-    that takes `--plan-candidates`, `--plan-futures` and `--plan-horizon`."""
+    that takes the `--plan-*` settings (`lookahead.PlanSettings`)."""
     return teacher is not None and (teacher == "plan_fgd" or teacher.startswith(PLAN))
-
-
-def plan_settings(config) -> dict | None:
-    """The planning teacher's settings, `lookahead.planner`'s keywords {candidates,
-    futures, horizon}: the run's `--plan-*`, the planner's defaults (`lookahead.DEFAULTS`)
-    where one is unset; None when the run's teacher does not plan (`plans`).
-    `Registration.plan_settings`: the trainer's configuration stores what this returns.
-    A FlagError naming the flag on a value out of the planner's range."""
-    if not plans(getattr(config, "teacher", None)):
-        return None
-    return _plan_settings(config)
-
-
-def _plan_settings(config) -> dict:
-    from vte.openb.lab import lookahead
-    out = {}
-    for setting in ("candidates", "futures", "horizon"):
-        value = getattr(config, "plan_" + setting, None)
-        if value is None:
-            value = lookahead.DEFAULTS[setting]
-        try:
-            lookahead.check_settings(**{**lookahead.DEFAULTS, setting: value})
-        except ValueError as err:     # "<setting>=<value> is invalid: allowed ..."
-            raise flag_error("plan_" + setting, value,
-                             str(err).split("allowed ", 1)[-1]) from None
-        out[setting] = int(value)
-    return out
 
 
 def teacher_action(name: str, config):
@@ -304,9 +340,9 @@ def teacher_action(name: str, config):
     and `plan:<base>`, the lookahead planner (`lookahead.planner`, with `plan_settings`)
     over FGD or over `base`, a published policy or an OpenB run directory, whose network is
     loaded once and held fixed (expert iteration: the planner over the last round's
-    network labels the next round); `config.plan_pods_first` is its `pods_first`,
-    `config.plan_rollouts` its `rollouts` (a published policy or a run directory, as `base`),
-    `config.plan_confidence` its `confidence` and `config.plan_pod_value` its `pod_value`. With
+    network labels the next round), with the run's planner settings `config.plan` (a
+    `lookahead.PlanSettings`; its `rollouts` a published policy or a run directory, as
+    `base`). With
     `config.plan_costs` the teacher gives `(action, cost)`, every action's cost its regret
     in GPUs (`env.regret_action`, marked `gives_costs`), for the trainer's distillation.
     ValueError when `base` is neither (a run directory may be `DIR@STEP`, one checkpoint)."""
@@ -322,15 +358,13 @@ def teacher_action(name: str, config):
         if base in POLICIES:
             return POLICIES[base]
         if _is_run(base):
-            return learned_policy(base, load_node_table(config.nodes).models)
+            return learned_policy(base, load_node_table(config.env_config.nodes).models)
         raise ValueError(f"{base!r} is neither a published policy, a directory nor a "
                          "scheduler of the zoo (zoo:NAME, vte.zoo.names())")
     policy = resolve(base)
-    rollouts = getattr(config, "plan_rollouts", None)
-    settings = {**_plan_settings(config), "pods_first": getattr(config, "plan_pods_first", False),
-                "rollouts": None if rollouts is None else resolve(rollouts),
-                "confidence": getattr(config, "plan_confidence", 0.0),
-                "pod_value": getattr(config, "plan_pod_value", 0.0)}
+    from vte.openb.lab.lookahead import PlanSettings
+    plan = getattr(config, "plan", None) or PlanSettings()
+    settings = plan.kwargs(None if plan.rollouts is None else resolve(plan.rollouts))
     if getattr(config, "plan_costs", False):
         return oenv.regret_action(planner_regrets(policy, **settings))
     return oenv.policy_action(planner(policy, **settings))
@@ -389,11 +423,11 @@ def init_check(source: dict, config) -> str | None:
                 "network's input differs")
     if mine == oenv.AGNOSTIC:
         return None
-    theirs = source.get("env", {}).get("nodes", "gpu")
-    a, b = (max(len(load_node_table(f).models), 1) for f in (theirs, config.nodes))
+    theirs, mine_nodes = section(source).nodes, config.env_config.nodes
+    a, b = (max(len(load_node_table(f).models), 1) for f in (theirs, mine_nodes))
     if a != b:
         return (f"trained on --nodes {theirs} ({a} GPU models), this run asks for --nodes "
-                f"{config.nodes} ({b}): the network's input width differs")
+                f"{mine_nodes} ({b}): the network's input width differs")
     return None
 
 
@@ -405,7 +439,7 @@ def load_policy(config: dict, variables, greedy: bool = True):
     encoding = encoding_of_config(config)
     if encoding == oenv.AGNOSTIC:
         return as_policy(network(config["hidden"]), variables,
-                         load_node_table(config.get("env", {}).get("nodes", "gpu")).models,
+                         load_node_table(section(config).nodes).models,
                          encoding=encoding)
     return as_policy(network(config["hidden"]), variables, models_of(variables),
                      encoding=encoding)
@@ -420,9 +454,9 @@ def as_action(policy):
 def run_make(config: dict) -> dict:
     """The `make` keywords of a run's evaluation: its trace and node file, the published
     seeds, on the full cluster."""
-    env = config.get("env", {})
-    return {"pods": trace_names(env.get("trace", "default"))[0], "nodes": env.get("nodes", "gpu"),
-            "tune": env.get("tune", 1.3), "seeds": (EVAL_SEED0,)}
+    c = section(config)
+    return {"pods": trace_names(c.pods)[0], "nodes": c.nodes, "tune": c.tune,
+            "seeds": (EVAL_SEED0,)}
 
 
 def evaluate(config, params, out: str) -> dict:
@@ -433,7 +467,8 @@ def evaluate(config, params, out: str) -> dict:
     from vte.openb.network import as_policy
     from vte.openb.policies import POLICIES
 
-    nodes, tables = load_traces(config.trace, config.nodes)
+    c = config.env_config
+    nodes, tables = load_traces(c.pods, c.nodes)
     net = network(config.hidden)
     named = dict(POLICIES)
     for s in range(config.seeds):
@@ -443,9 +478,9 @@ def evaluate(config, params, out: str) -> dict:
                                 encoding=encoding_of_config(config))
     episodes = config.eval_episodes if config.eval_episodes is not None else EVAL_EPISODES
     results = []
-    for i, (trace, pods) in enumerate(zip(trace_names(config.trace), tables)):
+    for i, (trace, pods) in enumerate(zip(trace_names(c.pods), tables)):
         result = run_grid(nodes, pods, named, range(EVAL_SEED0, EVAL_SEED0 + episodes),
-                          tune=config.tune, progress=True)
+                          tune=c.tune, progress=True)
         atomic_write_text(os.path.join(out, eval_file(trace, i)), json.dumps(result, indent=1))
         print(format_table(result))
         results.append(result)
@@ -468,19 +503,24 @@ def render(state, params, action=None, reference=None, caption=None):
                           action=action, reference=reference, caption=caption)
 
 
+def _planner():
+    from vte.openb.lab.lookahead import PlanSettings
+    return PlanSettings
+
+
 REGISTRATION = Registration(
     id="OpenB-v0", flag="openb",
     summary="the OpenB trace replay (Alibaba GPU cluster, the FGD paper's experiment)",
-    make=make, config_keys=CONFIG_KEYS, check_config=check_config, run_params=run_params,
+    make=make, config=OpenBConfig, renamed=RENAMED, check_config=check_config, run_params=run_params,
     network=network, policies=policies, observed_policies=observed_policies,
     default_policy="fgd", teachers=TEACHERS, default_teacher="fgd",
-    teacher_action=teacher_action, plan_settings=plan_settings,
+    teacher_action=teacher_action, planner=_planner(), plans=plans,
     metrics=metrics, curves=CURVES, evaluate=evaluate, load_policy=load_policy,
     as_action=as_action, run_make=run_make, train_reward=train_reward, render=render,
     protocols={"kube-extender": "vte.openb.kube.cli:main"}, init_check=init_check,
     evaluate_main="vte.openb.__main__", evaluate_module="vte.openb.lab.experiment",
     eval_episodes=EVAL_EPISODES,
     small={"subset": 4, "seeds": (1, 2)},
-    defaults={"trace": "default", "nodes": "gpu", "workloads": 256, "tune": 1.3,
+    defaults={"pods": "default", "nodes": "gpu", "workloads": 256, "tune": 1.3,
               "power_weight": (0.0, 0.0), "frag_shaping": 0.0,
               "encoding": SAVED_BEFORE_ENCODING})

@@ -17,10 +17,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from vte import registry
+from vte.config import NOT_GIVEN, add_flags as _add_flags
+from vte.config import check_field, env_section, from_json, given, note, option, to_json
 from vte.rng import SEED_LIMIT
 
 GROUPS = ("training", "algorithm", "environment", "outputs")
@@ -32,33 +34,17 @@ ENVS = registry.flags()          # the --env names of the registered environment
 # "Minibatches of 128 decisions").
 MINIBATCH = 128
 MIN_DISTILL_TEMP = 1e-6   # cost units; below it the teacher's softmax is a float32 argmax
-PLAN_FIELDS = ("plan_candidates", "plan_futures", "plan_horizon")   # a planning teacher's
 # The settings every planning teacher used before the --plan-* flags existed: a run saved
 # then loads with these, whatever the planner's defaults become.
-PLAN_BEFORE_FLAGS = {"plan_candidates": 4, "plan_futures": 8, "plan_horizon": 8}
-# Fields that runs saved before they existed lack, with the value those runs used (the
-# environments' own flags: their registrations' `defaults`).
+PLAN_BEFORE_FLAGS = {"candidates": 4, "futures": 8, "horizon": 8}
+# Fields that runs saved before they existed lack, with the value those runs used (an
+# environment's own fields: its registration's `defaults`).
 ADDED_LATER = {"env": "synthetic", "teacher": "optimal", "distill_temp": 0.0,
                "distill_coef": 1.0, "samples_per_state": 1, "all_actions": False,
-               "critic_warmup": 0, "online": False, "plan_candidates": None,
-               "plan_futures": None, "plan_horizon": None, "plan_costs": False,
-               "plan_pods_first": False, "plan_rollouts": None, "plan_confidence": 0.0,
-               "plan_pod_value": 0.0, "keep_checkpoints": 3, "spread_starts": False,
-               "tensorboard": False}
-for _env in ENVS:
-    ADDED_LATER.update(registry.registration(_env).defaults)
-# Fields stored under "env" in config.json (the layout every saved run has): the name and
-# every registered environment's own flags.
-ENV_KEYS = {"env": "name", **{k: k for env in ENVS for k in registry.registration(env).config_keys}}
-
-
-def flag(default, help: str, *, low=None, high=None, group: str = "training",
-         choices: tuple | None = None, metavar: str | None = None):
-    """A configuration field: its default, help and allowed values (`low` <= v <= `high`,
-    or one of `choices`); `group` is its section of `--help`."""
-    return field(default=default, metadata={"help": help, "low": low, "high": high,
-                                            "group": group, "choices": choices,
-                                            "metavar": metavar})
+               "critic_warmup": 0, "online": False, "plan_costs": False,
+               "keep_checkpoints": 3, "spread_starts": False, "tensorboard": False}
+SECTIONS = ("env_config", "plan")   # fields that are sections, not flags
+flag = option                        # a configuration field (`vte.config.option`)
 
 
 def minibatches_of(batch: int, size: int) -> int:
@@ -69,10 +55,6 @@ def minibatches_of(batch: int, size: int) -> int:
     while batch % n:
         n -= 1
     return n
-
-
-def _flag_name(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 invalid = registry.flag_error   # the one error of a bad flag: names it, its value, what is allowed
@@ -95,9 +77,10 @@ class TrainConfig:
         None, "minibatches per epoch; must divide num_envs * num_steps; default: minibatches "
         f"of {MINIBATCH} decisions (num_envs * num_steps / {MINIBATCH}, or the largest divisor "
         "of it below that)", low=1)
-    lr: float = flag(3e-3, "Adam learning rate", low=0.0)
+    lr: float = flag(3e-3, "Adam learning rate", low=0.0, strict=True)
     anneal_lr: bool = flag(True, "decay the learning rate linearly to 0")
-    max_grad_norm: float = flag(1.0, "clip gradients to this global norm", low=0.0)
+    max_grad_norm: float = flag(1.0, "clip gradients to this global norm", low=0.0,
+                                strict=True)
     seed: int = flag(0, "random seed", low=0, high=SEED_LIMIT - 1)
     seeds: int = flag(1, "independent models trained at once (vmap over seeds)", low=1)
     hidden: int = flag(32, "network width", low=1)
@@ -111,48 +94,12 @@ class TrainConfig:
                                "(short runs, e.g. a round of expert iteration from --init-from)")
     # environment
     env: str = flag("synthetic", "the environment (vte.registered()): " + "; ".join(
-                    f"{e}: {registry.registration(e).summary}" for e in ENVS),
-                    group="environment", choices=ENVS)
-    num_nodes: int = flag(64, "nodes per cluster (openb: nodes of each training sub-cluster)",
-                          low=1, group="environment")
-    queue_len: int = flag(8, "queue slots (synthetic)", low=1, group="environment")
-    episode_len: int = flag(128, "decisions per episode (synthetic)", low=1,
-                            group="environment")
-    weights: tuple[float, float, float] = flag(
-        (1.0, 1.0, 1.0), "objective weights (performance, energy, reliability); the "
-        "evaluation uses them, training too unless --sample-weights (synthetic)",
-        group="environment", metavar=("PERF", "ENERGY", "REL"))
-    sample_weights: bool = flag(True, "train on objective weights drawn per episode (shown to "
-                                "the policy), so one model serves many preferences (synthetic)",
-                                group="environment")
-    trace: str = flag("default", "OpenB pod file: a bundled name (default, gpushare100, "
-                      "gpuspec33, ... the seventeen traces) or a CSV path; several joined by "
-                      "commas train one network on workloads of each (openb)",
-                      group="environment")
-    nodes: str = flag("gpu", "OpenB node file: gpu (the paper's 1213 GPU nodes), all (with the "
-                      "CPU-only nodes) or a CSV path (openb)", group="environment")
-    workloads: int = flag(256, "training workloads of the bank, one per seed 10000..10000+W-1 "
-                          "and trace (openb; the evaluation replays the published seeds "
-                          "42, 43, ...)",
-                          low=1, group="environment")
-    tune: float = flag(1.3, "workload GPU demand / cluster GPUs (openb)", low=0.0,
-                       group="environment")
-    power_weight: tuple[float, float] = flag(
-        (0.0, 0.0), "power preference range: each episode draws its weight w of the kW a "
-        "decision adds against its GPUs uniformly in [LOW, HIGH], 0 <= LOW <= HIGH <= 1, "
-        "shown to the policy (openb; 0 0: GPUs only)", group="environment",
-        metavar=("LOW", "HIGH"))
-    frag_shaping: float = flag(0.0, "reward shaping: GPUs of reward per GPU of fragmentation "
-                               "a placement removes (FGD's gain at the chosen node; negative "
-                               "where it adds some), so each decision is credited with what "
-                               "it leaves for later pods (openb; 0: none)", low=0.0,
-                               group="environment")
-    encoding: str = flag("agnostic", "how a node's GPU model enters the observation "
-                         "(openb): agnostic, whether the pod may use its GPUs and their memory "
-                         "and watts from the per-model table (vte.openb.power.GPU_MODELS), so "
-                         "the network runs on clusters of other GPU models; onehot, a one-hot "
-                         "of the node file's models (runs saved before this flag)",
-                         group="environment", choices=("agnostic", "onehot"))
+                    f"{e}: {registry.registration(e).summary}" for e in ENVS) + "; its own "
+                    "flags follow, each group under its --env",
+                    group="environment", choices=ENVS + registry.registered())
+    env_config: Any = flag(None, "the environment's own settings: an instance of its "
+                           "registration's `config` section (e.g. vte.cluster.registration."
+                           "ClusterConfig), or None for its defaults", group="section")
     # outputs
     log_every: int = flag(5, "updates per compiled chunk: metrics and progress bar refresh",
                           low=1, group="outputs")
@@ -176,11 +123,19 @@ class TrainConfig:
 
     def __post_init__(self):
         for f in fields(self):
-            self._check_field(f)
-        # A list (from JSON or a caller) becomes the tuple the field is, so the frozen
-        # config stays hashable and compares equal to its round trip.
-        for name in ("weights", "power_weight"):
-            object.__setattr__(self, name, tuple(float(w) for w in getattr(self, name)))
+            if f.name not in SECTIONS:
+                check_field(self, f)
+        reg = registry.registration(self.env)          # an id ("OpenB-v0") is the same env
+        object.__setattr__(self, "env", reg.flag)
+        section = reg.config
+        if self.env_config is None:
+            object.__setattr__(self, "env_config", section())
+        elif isinstance(self.env_config, dict):          # a config.json's env section
+            object.__setattr__(self, "env_config", from_json(section, self.env_config))
+        elif not isinstance(self.env_config, section):
+            raise invalid("env_config", type(self.env_config).__name__,
+                          f"a {section.__module__}.{section.__name__} (--env {reg.flag}'s "
+                          "section) or None", depends=("env",))
         batch = self.num_envs * self.num_steps
         if self.num_minibatches is None:
             object.__setattr__(self, "num_minibatches",
@@ -200,42 +155,36 @@ class TrainConfig:
         """The registration of the environment the run trains on (`--env`)."""
         return registry.registration(self.env)
 
-    def _check_field(self, f: dataclasses.Field) -> None:
-        v, meta = getattr(self, f.name), f.metadata
-        kind = _base_type(f.type)
-        if v is None and f.default is None:
-            return
-        if kind is bool:
-            ok = isinstance(v, bool)
-            allowed = "True or False"
-        elif kind is int:
-            ok = isinstance(v, int) and not isinstance(v, bool)
-            allowed = "an integer"
-        elif kind is float:
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            allowed = "a finite number"
-        elif kind is tuple:
-            ok = (isinstance(v, (tuple, list)) and len(v) == len(f.default)
-                  and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                          and math.isfinite(x) for x in v))
-            allowed = f"{len(f.default)} finite numbers"
-        else:
-            ok = isinstance(v, str)
-            allowed = "a string"
-        lo, hi, choices = meta.get("low"), meta.get("high"), meta.get("choices")
-        if ok and choices is not None:
-            ok, allowed = v in choices, "one of " + ", ".join(choices)
-        if ok and lo is not None and hi is not None:
-            ok = lo <= v <= hi
-            allowed = ("an integer in [0, 2**32)" if f.name == "seed"
-                       else f"a number in [{lo}, {hi}]")
-        elif ok and lo is not None:
-            strict = kind is float and lo == 0.0 and f.name in ("lr", "max_grad_norm", "tune")
-            ok = v > lo if strict else v >= lo
-            word = "an integer" if kind is int else "a finite number"
-            allowed = f"{word} {'>' if strict else '>='} {lo}"
-        if not ok:
-            raise invalid(f.name, v, allowed)
+    @classmethod
+    def of(cls, **fields) -> "TrainConfig":
+        """A configuration from flat keywords, the flags' names (`PPOConfig.of(num_envs=64,
+        num_nodes=8)`): the environment's fields go to its section (`env_config`), a
+        planning teacher's `plan_*` to `plan`. Unknown names raise ValueError naming them."""
+        own = {f.name for f in fields_of(cls) if f.name not in SECTIONS}
+        reg = registry.registration(fields.get("env", "synthetic"))
+        section = {f.name for f in fields_of(reg.config)}
+        planner = reg.planner
+        plan = {f.name for f in fields_of(planner)} if planner is not None else set()
+        kwargs, env_values, plan_values = {}, {}, {}
+        for name, value in fields.items():
+            if name in own:
+                kwargs[name] = value
+            elif name in section:
+                env_values[name] = value
+            elif name.startswith("plan_") and name[5:] in plan and "plan" in cls.field_names():
+                plan_values[name[5:]] = value
+            else:
+                raise ValueError(f"{name!r} is not a field of {cls.__name__} with --env "
+                                 f"{reg.flag}: allowed {sorted(own | section)}"
+                                 + (f" and plan_{{{', '.join(sorted(plan))}}}" if plan else ""))
+        kwargs["env_config"] = reg.config(**env_values)
+        if plan_values:
+            kwargs["plan"] = planner(**plan_values)
+        return cls(**kwargs)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields_of(cls))
 
     # ------------------------------------------------------------------ derived
 
@@ -256,72 +205,136 @@ class TrainConfig:
     # ------------------------------------------------------------------ config.json
 
     def to_dict(self) -> dict:
-        """The run's `config.json`: every field, the environment's under "env"."""
-        out: dict[str, Any] = {"algorithm": self.algorithm, "num_updates": self.num_updates,
-                               "env": {}}
+        """The run's `config.json`: the general and algorithm fields, the environment's
+        section under "env" (with its "name"), a planning teacher's settings under "plan";
+        only the fields that apply to the run."""
+        out: dict[str, Any] = {"algorithm": self.algorithm, "num_updates": self.num_updates}
         for f in fields(self):
             v = getattr(self, f.name)
-            v = list(v) if isinstance(v, tuple) else v
-            if f.name in ENV_KEYS:
-                out["env"][ENV_KEYS[f.name]] = v
+            if f.name == "env":
+                continue
+            if f.name == "env_config":
+                out["env"] = {"name": self.env, **to_json(v)}
+            elif f.name == "plan":
+                if v is not None:
+                    out["plan"] = to_json(v)
             else:
-                out[f.name] = v
+                out[f.name] = list(v) if isinstance(v, tuple) else v
         return out
 
     @classmethod
     def from_dict(cls, config: dict) -> "TrainConfig":
-        """The configuration of a `config.json`; KeyError naming what it lacks. Runs saved
-        before the OpenB environment existed are synthetic ones."""
-        env = dict(config.get("env", {}))
-        env.setdefault("name", "synthetic")
+        """The configuration of a `config.json`; KeyError naming what it lacks. Files of
+        older versions load too: runs saved before the OpenB environment existed are
+        synthetic ones, every environment's fields were stored in each run's "env"
+        (the other environments' are dropped), renamed fields are read under their new
+        names (`Registration.renamed`, with a note), fields added later take the value
+        those runs used (`ADDED_LATER`, the registration's `defaults`)."""
+        reg = registry.of_run(config)
         kwargs, missing = {}, []
         for f in fields(cls):
-            inside = f.name in ENV_KEYS
-            source, key = (env, ENV_KEYS[f.name]) if inside else (config, f.name)
-            if key in source:
-                v = source[key]
+            if f.name in SECTIONS or f.name == "env":
+                continue
+            if f.name in config:
+                v = config[f.name]
                 kwargs[f.name] = tuple(v) if isinstance(f.default, tuple) else v
             elif f.name in ADDED_LATER:
                 kwargs[f.name] = ADDED_LATER[f.name]
             else:
-                missing.append(f"env.{key}" if inside else key)
+                missing.append(f.name)
         if missing:
             raise KeyError(", ".join(sorted(missing)))
-        if "plan_candidates" in kwargs and "plan_candidates" not in config:
-            reg = registry.registration(env["name"])
-            probe = argparse.Namespace(teacher=kwargs.get("teacher"))
-            if reg.plan_settings is not None and reg.plan_settings(probe) is not None:
-                kwargs.update(PLAN_BEFORE_FLAGS)     # a planning run saved before the flags
+        kwargs["env"] = reg.flag
+        kwargs["env_config"] = env_section(config)
+        if "plan" in cls.field_names():
+            kwargs["plan"] = _saved_plan(config, reg, kwargs.get("teacher"))
         return cls(**kwargs)
 
     # ------------------------------------------------------------------ command line
 
     @classmethod
     def add_flags(cls, parser: argparse.ArgumentParser) -> dict[str, Any]:
-        """One flag per field, in its group; returns the groups by name."""
+        """One flag per field, in its group; each environment's section in a group of its
+        own ("environment: --env NAME"), a planning teacher's settings in "planner";
+        returns the groups by name."""
         groups = {g: parser.add_argument_group(g) for g in GROUPS}
-        for f in fields(cls):
-            meta, kind = f.metadata, _base_type(f.type)
-            opts: dict[str, Any] = {"default": f.default, "help": meta["help"],
-                                    "dest": f.name}
-            if kind is bool:
-                opts["action"] = argparse.BooleanOptionalAction
-            elif kind is tuple:
-                opts.update(type=float, nargs=len(f.default), default=list(f.default))
-            elif kind in (int, float):
-                opts["type"] = kind
-            if meta.get("choices"):
-                opts["choices"] = meta["choices"]
-            if meta.get("metavar"):
-                opts["metavar"] = meta["metavar"]
-            groups[meta["group"]].add_argument(_flag_name(f.name), **opts)
+        for group in GROUPS:
+            _add_flags(cls, groups[group], fields=tuple(
+                f.name for f in fields(cls) if f.metadata["group"] == group))
+        seen = {f.name for f in fields(cls)}
+        for env in ENVS:
+            reg = registry.registration(env)
+            names = tuple(f.name for f in fields(reg.config) if f.name not in seen)
+            seen.update(names)
+            _add_flags(reg.config, parser.add_argument_group(
+                f"environment: --env {env} ({reg.config.__name__})"), given_only=True,
+                fields=names)
+            for old in reg.renamed:                  # old names still parse, with a note
+                if old not in seen:
+                    seen.add(old)
+                    parser.add_argument(f"--{old.replace('_', '-')}", dest=old,
+                                        default=NOT_GIVEN, help=argparse.SUPPRESS)
+        if "plan" in cls.field_names():
+            planners = {registry.registration(e).planner for e in ENVS} - {None}
+            for planner in planners:
+                _add_flags(planner, parser.add_argument_group(
+                    f"planner: a planning teacher's settings ({planner.__name__})"),
+                    prefix="plan_", given_only=True)
         return groups
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> "TrainConfig":
-        values = {f.name: getattr(args, f.name) for f in fields(cls)}
-        values["weights"] = tuple(values["weights"])
-        values["power_weight"] = tuple(values["power_weight"])
+        """The configuration of parsed flags: the environment's own flags go to its
+        section; an old name (`--trace`, `--num-nodes` with --env openb) is read under its
+        new one with a note; another environment's flag raises a FlagError naming it."""
+        values = {f.name: getattr(args, f.name) for f in fields(cls)
+                  if f.name not in SECTIONS}
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        reg = registry.registration(values["env"])
+        own = {f.name for f in fields(reg.config)}
+        env_values = given(reg.config, args)
+        for env in ENVS:
+            other = registry.registration(env)
+            for name in [f.name for f in fields(other.config)] + list(other.renamed):
+                if name in own or not hasattr(args, name):
+                    continue
+                if name in reg.renamed:
+                    new = reg.renamed[name]
+                    if new in env_values:
+                        raise invalid(name, getattr(args, name), f"not given with "
+                                      f"--{new.replace('_', '-')} (its new name with --env "
+                                      f"{reg.flag})", depends=(new,))
+                    note(f"--{name.replace('_', '-')} is --{new.replace('_', '-')} with "
+                         f"--env {reg.flag} (renamed)")
+                    v = getattr(args, name)
+                    env_values[new] = tuple(v) if isinstance(v, list) else v
+                elif name not in (f.name for f in fields(reg.config)):
+                    owner = [e for e in ENVS if name in
+                             {f.name for f in fields(registry.registration(e).config)}
+                             | set(registry.registration(e).renamed)]
+                    raise invalid(name, getattr(args, name), f"no value with --env {reg.flag} "
+                                  f"(a flag of --env {'/'.join(owner)}; --env {reg.flag}'s own: "
+                                  + ", ".join(f"--{n.replace('_', '-')}" for n in sorted(own))
+                                  + ")", depends=("env",))
+        values["env_config"] = reg.config(**env_values)
+        if "plan" in cls.field_names():
+            planner = reg.planner
+            plan = {} if planner is None else given(planner, args, "plan_")
+            for env in ENVS:
+                other = registry.registration(env).planner
+                if other is not None and other is not planner:
+                    for name in given(other, args, "plan_"):
+                        raise invalid("plan_" + name, getattr(args, "plan_" + name),
+                                      f"no value with --env {reg.flag} (no planning teacher)",
+                                      depends=("env",))
+            plans = planner is not None and reg.plans(values.get("teacher")
+                                                      or reg.default_teacher)
+            if plan and not plans:
+                name = sorted(plan)[0]
+                raise invalid("plan_" + name, plan[name], "no value (the planner's own) unless "
+                              "the teacher plans (--env openb --teacher plan_fgd or "
+                              "plan:<base>)", depends=("teacher",))
+            values["plan"] = planner(**plan) if plans else None
         return cls(**values)
 
     @classmethod
@@ -332,14 +345,23 @@ class TrainConfig:
         return cls.from_namespace(parser.parse_args(argv))
 
 
-def _base_type(annotation) -> type:
-    """int, float, bool, str or tuple of a field's annotation (a string here, given the
-    module's `from __future__ import annotations`)."""
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-    for name, kind in (("tuple", tuple), ("bool", bool), ("int", int), ("float", float)):
-        if text.startswith(name):
-            return kind
-    return str
+def fields_of(cls) -> tuple:
+    return fields(cls)
+
+
+def _saved_plan(config: dict, reg, teacher):
+    """A planning teacher's settings from a config.json: its "plan" section, or the flat
+    `plan_*` keys of older files, or the settings of runs saved before the flags."""
+    if reg.planner is None or not reg.plans(teacher or reg.default_teacher):
+        return None
+    if "plan" in config:
+        return reg.planner(**config["plan"])
+    names = {f.name for f in fields(reg.planner)}
+    flat = {k[5:]: v for k, v in config.items()
+            if k.startswith("plan_") and k[5:] in names and v is not None}
+    if "plan_candidates" not in config:
+        flat = {**PLAN_BEFORE_FLAGS, **flat}          # a planning run saved before the flags
+    return reg.planner(**flat)
 
 
 @dataclass(frozen=True)
@@ -350,7 +372,7 @@ class PPOConfig(TrainConfig):
 
     total_timesteps: int = flag(2_400_000, TrainConfig.__dataclass_fields__[
         "total_timesteps"].metadata["help"], low=1)
-    lr: float = flag(1e-3, "Adam learning rate", low=0.0)
+    lr: float = flag(1e-3, "Adam learning rate", low=0.0, strict=True)
     gamma: float = flag(0.0, "discount; 0 credits each decision with its own reward",
                         low=0.0, high=1.0, group="algorithm")
     gae_lambda: float = flag(0.95, "GAE lambda", low=0.0, high=1.0, group="algorithm")
@@ -431,34 +453,10 @@ class ImitateConfig(TrainConfig):
                                "one of its checkpoints; expert iteration); each environment "
                                "checks its own",
                                group="algorithm")
-    plan_candidates: int | None = flag(
-        None, "a planning teacher (--teacher plan_fgd or plan:<base>): the base policy's best "
-        "nodes compared at each decision, 1..64; default: the planner's own (python -m "
-        "vte.openb's --plan-candidates)", low=1, group="algorithm")
-    plan_futures: int | None = flag(
-        None, "a planning teacher: sampled futures per candidate, 1..256; default: the "
-        "planner's own", low=1, group="algorithm")
-    plan_horizon: int | None = flag(
-        None, "a planning teacher: pods per future, 1..4096; default: the planner's own",
-        low=1, group="algorithm")
-    plan_pods_first: bool = flag(
-        False, "a planning teacher: between candidates that allocate as much, the one whose "
-        "futures bind more pods (fail fewer, CPU-only pods too) first, then less "
-        "fragmentation (python -m vte.openb's --plan-pods-first)", group="algorithm")
-    plan_rollouts: str | None = flag(
-        None, "a planning teacher: the policy that places the futures' pods, a published "
-        "policy or an OpenB run directory; default: the base itself, which still ranks the "
-        "candidates (python -m vte.openb's --plan-rollouts)", group="algorithm")
-    plan_confidence: float = flag(
-        0.0, "a planning teacher: z > 0 leaves the base's best node only for a candidate "
-        "whose gain over it, paired future by future, is above z standard errors; 0: the "
-        "lexicographic choice (python -m vte.openb's --plan-confidence)", low=0.0, high=10.0,
-        group="algorithm")
-    plan_pod_value: float = flag(
-        0.0, "a planning teacher choosing by evidence: milli-GPU each pod bound at the horizon "
-        "is worth beside the GPUs in the gain (CPU-only pods too); 0: pods count through "
-        "their GPUs only (python -m vte.openb's --plan-pod-value)", low=0.0, high=1e5,
-        group="algorithm")
+    plan: Any = flag(None, "a planning teacher's settings (--teacher plan_fgd or plan:<base>): "
+                     "an instance of the registration's `planner` (OpenB: vte.openb.lab."
+                     "lookahead.PlanSettings, the --plan-* flags), its defaults when None; "
+                     "None when the teacher does not plan", group="section")
     plan_costs: bool = flag(
         False, "a planning teacher also gives each candidate node its regret: how far its "
         "futures end below the best candidate's in GPUs allocated less GPUs fragmented (mean "
@@ -481,43 +479,24 @@ class ImitateConfig(TrainConfig):
                         "multiple of it)", group="algorithm")
 
     def __post_init__(self):
+        check_field(self, next(f for f in fields(self) if f.name == "env"))
+        reg = registry.registration(self.env)
         if self.teacher is None:
-            object.__setattr__(self, "teacher", self.registration.default_teacher
-                               if self.env in ENVS else None)
+            object.__setattr__(self, "teacher", reg.default_teacher)
+        plans = (reg.plans is not None and isinstance(self.teacher, str)
+                 and reg.plans(self.teacher))
+        if plans and self.plan is None:
+            object.__setattr__(self, "plan", reg.planner())
+        elif plans and isinstance(self.plan, dict):
+            object.__setattr__(self, "plan", reg.planner(**self.plan))
+        elif plans and not isinstance(self.plan, reg.planner):
+            raise invalid("plan", type(self.plan).__name__, f"a {reg.planner.__name__} or None",
+                          depends=("teacher",))
+        elif not plans and self.plan is not None:
+            raise invalid("plan", self.plan, "None unless the teacher plans (--env openb "
+                          "--teacher plan_fgd or plan:<base>)", depends=("teacher",))
         super().__post_init__()
-        reg = self.registration
-        settings = reg.plan_settings(self) if reg.plan_settings is not None else None
-        for name in PLAN_FIELDS:
-            if settings is not None:         # config.json records the settings used
-                object.__setattr__(self, name, settings[name[len("plan_"):]])
-            elif getattr(self, name) is not None:
-                raise invalid(name, getattr(self, name), "no value (the planner's own) unless "
-                              "the teacher plans (--env openb --teacher plan_fgd or "
-                              "plan:<base>)", depends=("teacher",))
-        if self.plan_pods_first and settings is None:
-            raise invalid("plan_pods_first", True, "False unless the teacher plans (--env "
-                          "openb --teacher plan_fgd or plan:<base>)", depends=("teacher",))
-        for name, unset in (("plan_rollouts", None), ("plan_confidence", 0.0),
-                            ("plan_pod_value", 0.0)):
-            if getattr(self, name) != unset and settings is None:
-                raise invalid(name, getattr(self, name), f"{unset} unless the teacher plans "
-                              "(--env openb --teacher plan_fgd or plan:<base>)",
-                              depends=("teacher",))
-        if settings is not None:
-            from vte.openb.lab.lookahead import check_confidence, check_pod_value   # its own rules
-            try:
-                check_confidence(self.plan_confidence, self.plan_futures, self.plan_pods_first)
-            except ValueError:
-                raise invalid("plan_confidence", self.plan_confidence, "0 with --plan-pods-first "
-                              "or --plan-futures 1 (the evidence needs a standard deviation "
-                              "over two futures at least)",
-                              depends=("plan_pods_first", "plan_futures")) from None
-            try:
-                check_pod_value(self.plan_pod_value, self.plan_confidence)
-            except ValueError:
-                raise invalid("plan_pod_value", self.plan_pod_value, "0 unless the teacher "
-                              "chooses by evidence (--plan-confidence above 0)",
-                              depends=("plan_confidence",)) from None
+        settings = self.plan
         if self.plan_costs and settings is None:
             raise invalid("plan_costs", True, "False unless the teacher plans (--env openb "
                           "--teacher plan_fgd or plan:<base>)", depends=("teacher",))

@@ -628,7 +628,7 @@ def first_line(config: TrainConfig, out: str, resume: bool, devices: int) -> str
     teacher = getattr(config, "teacher", None)
     if config.algorithm == "imitate" and teacher:
         what += f" of {teacher}"
-    shape = (f"{config.num_envs:,} environments x {config.num_nodes} nodes"
+    shape = (f"{config.num_envs:,} environments x {config.env_config.summary()}"
              + (f" x {config.seeds} seeds" if config.seeds > 1 else "")
              + (f" on {devices} devices" if devices > 1 else "")
              + (f", --env {config.env}"
@@ -709,7 +709,7 @@ def plot_learning_curve(rows: list[dict], path: str, config: TrainConfig,
         ax.grid(alpha=0.3)
     if config.seeds > 1:
         axes[0, 0].legend(fontsize=8)
-    fig.suptitle(f"{config.algorithm} on {config.env}: {config.num_nodes} nodes, "
+    fig.suptitle(f"{config.algorithm} on {config.env}: {config.env_config.summary()}, "
                  f"{config.num_envs} envs")
     fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100, format="png"))

@@ -112,7 +112,7 @@ def _openb_rows(config: dict) -> tuple[list[list[str]], dict]:
         failed = net["failed_pods"]["mean"], fgd["failed_pods"]["mean"]
         if failed[0] > failed[1]:
             facts["more_failed"].append((trace, failed[0] - failed[1]))
-        trained = " (trained on)" if trace in config["env"]["trace"].split(",") else ""
+        trained = " (trained on)" if trace in config["env"]["pods"].split(",") else ""
         rows.append([
             f"{trace}{trained}",
             f"**{net['alloc_at_100']['mean']:.2f}** / {fgd['alloc_at_100']['mean']:.2f} / "
@@ -195,7 +195,7 @@ def openb_evidence(name: str) -> str:
                            if t in WHY_FAILED)
     closed = sorted(facts["closed"])
     mean_gain = sum(facts["gain_end"]) / len(facts["gain_end"])
-    unseen = [t for t in power_traces if t not in env["trace"].split(",")]
+    unseen = [t for t in power_traces if t not in env["pods"].split(",")]
     return f"""## openb-evidence: the OpenB scheduler network
 
 A learned scheduler for the OpenB trace (the Alibaba GPU cluster of the FGD paper): it
@@ -231,15 +231,15 @@ python -m vte.openb --pods default --policies fgd,zoo:openb-evidence --seeds 10
 
 ### Training
 
-- **Data**: random {env['num_nodes']}-node sub-clusters of the node file `{env['nodes']}`
-  under a bank of {len(env['trace'].split(','))} traces (`{env['trace']}`,
-  {env['workloads']} workloads, tune {env['tune']}), {env['episode_len']} decisions an
-  episode.
+- **Data**: random {env['subset']}-node sub-clusters of the node file `{env['nodes']}`
+  under a bank of {len(env['pods'].split(','))} traces (`{env['pods']}`,
+  {env['workloads']} workloads, tune {env['tune']}), an episode replaying one workload on
+  one sub-cluster.
 - **How**: imitation in five runs, each starting from the one before: FGD, then three
   rounds of the lookahead planner over FGD (the third counting failed pods), then
-  {step} updates of the horizon-{config['plan_horizon']} planner over the third round's
-  network, FGD playing its {config['plan_futures']} futures, leaving the network's node
-  only on evidence (z = {config['plan_confidence']:g}). Its recorded config.json names that
+  {step} updates of the horizon-{config['plan']['horizon']} planner over the third round's
+  network, FGD playing its {config['plan']['futures']} futures, leaving the network's node
+  only on evidence (z = {config['plan']['confidence']:g}). Its recorded config.json names that
   third round as `{config['init_from']}`, the folder it was trained from, which is no
   longer shipped (it is in the repository's history); loading does not read it.
 - **Retrain it** from scratch (the same weights, bit for bit{chain_note}):
@@ -306,7 +306,7 @@ also holds the published mixes PWR and PWR+FGD and wider margins).
   as it reads a node's model one-hot. It refuses, before any replay, a node file of
   another number of models (`python -m vte.openb --policies` and
   `vte.openb.registration.learned_policy` raise ValueError: "{refusal}").
-- **Trained on {env['num_nodes']}-node sub-clusters** of three traces; the figures above are
+- **Trained on {env['subset']}-node sub-clusters** of three traces; the figures above are
   the full cluster's, measured. On clusters of another shape, or workloads unlike these
   seventeen, it is untested.
 - **Allocation, not power**: trained at power preference 0; it saves power only through

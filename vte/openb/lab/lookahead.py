@@ -40,12 +40,16 @@ correct, only as slow as when it plans every pod.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
 from vte.openb import cluster
 from vte.openb.cluster import Pod, Spec, State
+from vte.config import check_fields, option
 from vte.openb.policies import NODE_LOCAL, Policy
+from vte.registry import flag_error
 
 MAX_FUTURES = 256             # the summed milli-GPU of the futures stays inside int32
 ROLL_BLOCK = 8                # pods per scan of a node-local rollout (`planner_regrets`)
@@ -126,6 +130,65 @@ def top_nodes(scores: jax.Array, feasible: jax.Array, rank: jax.Array, k: int):
 
 
 DEFAULTS = {"candidates": 4, "futures": 8, "horizon": 8, "start": 0.0}   # `planner`'s, the CLI's
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanSettings:
+    """The planner's settings, declared once: `python -m vte.openb`'s `--plan-*` flags, a
+    planning teacher's (`train/imitate.py --teacher plan_fgd` or `plan:<base>`, recorded
+    under "plan" in its config.json) and their checks. `planner(base, **settings.kwargs())`
+    builds it; `rollouts` names a policy (the caller resolves it). A bad value raises
+    ValueError naming its flag (`--plan-NAME`) and what is allowed."""
+
+    candidates: int = option(DEFAULTS["candidates"], "the base policy's best nodes compared "
+                             "at each decision", low=1, high=64, group="planner")
+    futures: int = option(DEFAULTS["futures"], "sampled futures per candidate", low=1,
+                          high=MAX_FUTURES, group="planner")
+    horizon: int = option(DEFAULTS["horizon"], "pods per future", low=1, high=4096,
+                          group="planner")
+    start: float = option(DEFAULTS["start"], "plan once the arrived GPU demand reaches this "
+                          "fraction of the cluster's GPUs (0: every pod)", low=0.0, high=10.0,
+                          group="planner")
+    pods_first: bool = option(False, "between candidates that allocate as much, the one whose "
+                              "futures bind more pods (fail fewer, CPU-only pods too) first, "
+                              "then less fragmentation", group="planner")
+    rollouts: str | None = option(None, "the policy that places the futures' pods (a "
+                                  "published policy or a run directory); default: the base "
+                                  "itself, which still ranks the candidates", group="planner")
+    confidence: float = option(0.0, "z > 0 leaves the base's best node only for a candidate "
+                               "whose gain over it, paired future by future, is above z "
+                               "standard errors; 0: the lexicographic choice", low=0.0,
+                               high=10.0, group="planner")
+    pod_value: float = option(0.0, "with --plan-confidence: milli-GPU each pod bound at the "
+                              "horizon is worth beside the GPUs in the gain (CPU-only pods "
+                              "too); 0: pods count through their GPUs only", low=0.0,
+                              high=1e5, group="planner")
+
+    PREFIX = "plan_"              # flags --plan-NAME, flag errors name plan_NAME
+
+    def __post_init__(self):
+        check_fields(self, self.PREFIX)
+        object.__setattr__(self, "start", float(self.start))
+        try:
+            z = check_confidence(self.confidence, self.futures, self.pods_first)
+        except ValueError:
+            raise flag_error("plan_confidence", self.confidence, "0 with --plan-pods-first or "
+                             "--plan-futures 1 (the evidence needs a standard deviation over "
+                             "two futures at least)",
+                             depends=("plan_pods_first", "plan_futures")) from None
+        try:
+            check_pod_value(self.pod_value, z)
+        except ValueError:
+            raise flag_error("plan_pod_value", self.pod_value, "0 unless the planner chooses "
+                             "by evidence (--plan-confidence above 0)",
+                             depends=("plan_confidence",)) from None
+
+    def kwargs(self, rollouts: Policy | None = None) -> dict:
+        """`planner`'s keywords: these settings, `rollouts` resolved by the caller."""
+        return {"candidates": self.candidates, "futures": self.futures,
+                "horizon": self.horizon, "start": self.start, "pods_first": self.pods_first,
+                "rollouts": rollouts, "confidence": self.confidence,
+                "pod_value": self.pod_value}
 
 
 def planner(base: Policy, candidates: int = DEFAULTS["candidates"],
@@ -362,6 +425,6 @@ def _by_evidence(used: jax.Array, frag: jax.Array, bound: jax.Array, valid: jax.
     return jnp.where(jnp.any(passes), jnp.argmax(gain), 0)
 
 
-__all__ = ["planner", "planner_regrets", "DEFAULTS", "check_settings", "sample_futures",
+__all__ = ["planner", "planner_regrets", "PlanSettings", "DEFAULTS", "check_settings", "sample_futures",
            "sample_shapes", "shape_pods", "shape_tables", "node_column", "top_nodes",
            "check_confidence", "check_pod_value", "MAX_FUTURES"]
