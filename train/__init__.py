@@ -5,6 +5,4 @@ The trainers themselves live in `vte.train` (installed with vte; `vte-ppo` and
 (`train.config`, `train.run`, ...) still import, the latter with a DeprecationWarning.
 """
 
-from vte import _moved
-
-_moved.install()
+import vte  # noqa: F401  (installs the finder of old module paths)

@@ -24,16 +24,72 @@ and so does a scheduler shipped with vte, by its name in the zoo (`vte.zoo.names
 
 Every name below loads on first use (`import vte` imports neither JAX nor an environment),
 and old module paths (`vte.scoring`, `vte.heuristics`, ...) still import, with a
-DeprecationWarning naming their new place in `vte.cluster` (`vte._moved`).
+DeprecationWarning naming their new place in `vte.cluster`.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
+import warnings
 
-from vte import _moved
+_MOVED = {
+    **{f"vte.{name}": f"vte.cluster.{name}" for name in (
+        "params", "types", "catalogue", "scenario", "scoring", "dynamics", "twin",
+        "observation", "fusion", "heuristics", "network", "assignment", "env", "export",
+        "compiled")},
+    "vte.reference_numpy": "vte.cluster.reference",
+    "vte.synthetic": "vte.cluster.registration",
+    "vte.adapters.specs": "vte.cluster.spaces",
+    **{f"vte.openb.{name}": f"vte.openb.lab.{name}" for name in (
+        "experiment", "power_experiment", "bound", "lookahead", "published", "cache",
+        "simulator")},
+    **{f"vte.serve.{name}": f"vte.cluster.decice.{name}" for name in (
+        "app", "convert", "place", "schemas")},
+    **{f"train.{name}": f"vte.train.{name}" for name in (
+        "config", "core", "envs", "run", "multihost", "tensorboard")},
+}
 
-_moved.install()
+
+def _moved(old: str) -> str:
+    """The new path of a module that moved (DeprecationWarning naming it)."""
+    new = _MOVED[old]
+    warnings.warn(f"{old} moved to {new}; import {new}", DeprecationWarning, stacklevel=3)
+    return new
+
+
+# Old module paths, kept working: the synthetic cluster's modules moved from `vte/` to the
+# package `vte/cluster/`, OpenB's experiments to `vte/openb/lab/`, DECICE's service to
+# `vte/cluster/decice/` and the trainers to `vte/train/`. `import vte.scoring` (or
+# `vte.scoring`, `from vte import heuristics`) still gives the module, with a
+# DeprecationWarning naming the new path.
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, new: str):
+        self.new = new
+
+    def create_module(self, spec):
+        return importlib.import_module(self.new)
+
+    def exec_module(self, module):      # the new module is executed already
+        pass
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in _MOVED:
+            return None
+        return importlib.util.spec_from_loader(fullname, _Loader(_moved(fullname)))
+
+
+def _install() -> None:
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.append(_Finder())
+
+
+_install()
 
 __version__ = "0.1.0"
 
@@ -65,14 +121,14 @@ _LAZY = {
 }
 # The synthetic cluster's modules, reachable as `vte.scoring` etc. as before the move
 # (with a DeprecationWarning naming the new path).
-_OLD = {old.removeprefix("vte."): old for old in _moved.MOVED
+_OLD = {old.removeprefix("vte."): old for old in _MOVED
         if old.count(".") == 1 and old.startswith("vte.")}
 
 
 def __getattr__(name):
     target = _LAZY.get(name)
     if target is None and name in _OLD:
-        target = _moved.moved(_OLD[name])
+        target = _moved(_OLD[name])
     if target is None:
         raise AttributeError(f"module 'vte' has no attribute {name!r}")
     module, _, attr = target.partition(":")
