@@ -35,7 +35,7 @@ set -euo pipefail
 OUT=${1:?usage: bash train/openb_evidence_chain.sh OUT_DIR}
 mkdir -p "$OUT"
 : > "$OUT/times.txt"
-COMMON=(--env openb --num-nodes 64 --num-envs 128 --num-steps 16 --num-minibatches 4
+COMMON=(--env openb --subset 64 --num-envs 128 --num-steps 16 --num-minibatches 4
         --update-epochs 1 --hidden 64 --eval-episodes 0 --encoding "${ENCODING:-agnostic}")
 BANK2=default,gpushare100
 BANK3=default,gpushare100,cpu250
@@ -48,12 +48,12 @@ run() {       # run NAME FLAGS...: one training run into OUT_DIR/NAME, timed
     echo "$name $(( $(date +%s) - start )) s" | tee -a "$OUT/times.txt"
 }
 
-run fgd --trace $BANK2 --teacher fgd --total-timesteps 3000000 --lr 1e-3
+run fgd --pods $BANK2 --teacher fgd --total-timesteps 3000000 --lr 1e-3
 ROUND=(--teacher plan_fgd --total-timesteps 262144 --lr 3e-4 --log-every 1 --checkpoint-every 16)
-run round1 --trace $BANK2 "${ROUND[@]}" --init-from "$OUT/fgd" --seed 9
-run round2 --trace $BANK2 "${ROUND[@]}" --init-from "$OUT/round1" --seed 10
-run round3 --trace $BANK3 "${ROUND[@]}" --plan-pods-first --init-from "$OUT/round2" --seed 11
-run evidence --trace $BANK3 --teacher "plan:$OUT/round3" --plan-rollouts fgd --plan-horizon 32 \
+run round1 --pods $BANK2 "${ROUND[@]}" --init-from "$OUT/fgd" --seed 9
+run round2 --pods $BANK2 "${ROUND[@]}" --init-from "$OUT/round1" --seed 10
+run round3 --pods $BANK3 "${ROUND[@]}" --plan-pods-first --init-from "$OUT/round2" --seed 11
+run evidence --pods $BANK3 --teacher "plan:$OUT/round3" --plan-rollouts fgd --plan-horizon 32 \
     --plan-confidence 2 --init-from "$OUT/round3" --total-timesteps 131072 --lr 2e-4 \
     --log-every 1 --checkpoint-every 16 --seed 16 --stop-after-updates 16
 awk '{s += $2} END {printf "training in all: %d s (%.1f min)\n", s, s / 60}' "$OUT/times.txt" \

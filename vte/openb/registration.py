@@ -3,8 +3,8 @@
     env, params = vte.make("OpenB-v0", pods="default", subset=64)   # 16 workloads
     env, params = vte.make("OpenB-v0", pods="gpuspec10", seeds=range(100), tune=1.3)
 
-Training (`train/*.py --env openb`): episodes replay workloads of the `--trace` pod file
-on random sub-clusters of `--num-nodes` GPU nodes (demand tuned to each sub-cluster,
+Training (`train/*.py --env openb`): episodes replay workloads of the `--pods` pod file
+on random sub-clusters of `--subset` GPU nodes (demand tuned to each sub-cluster,
 `vte.openb.env.make_params(subset=...)`), one workload per seed 10_000 + i, i <
 `--workloads`. The reward trainers optimise is the share of the sub-cluster's GPUs a
 decision allocated, in percent (the environment's reward, GPUs, x 100 / the sub-cluster's
@@ -25,7 +25,7 @@ the per-model table `vte.openb.power.GPU_MODELS`, so the network runs on cluster
 GPU models), or onehot; config.json records it under "env", and a run saved before the
 field existed is onehot (`encoding_of_config`).
 
-`--trace` may join several pod files by commas (`--trace default,gpushare100`): the bank
+`--pods` may join several pod files by commas (`--pods default,gpushare100`): the bank
 then holds `--workloads` workloads of each, every one with its own trace's typical pods
 (`vte.openb.env.make_params`), so one network learns them all.
 
@@ -158,7 +158,7 @@ def make(pods: str = "default", nodes: str = "gpu", seeds=None, subset: int | No
 
 
 def trace_names(trace: str) -> tuple[str, ...]:
-    """The pod files of `--trace`: one name or path, or several joined by commas (a bank
+    """The pod files of `--pods`: one name or path, or several joined by commas (a bank
     that mixes them, `vte.openb.env.make_params`). ValueError on an empty one."""
     names = tuple(name.strip() for name in str(trace).split(","))
     if not all(names):
@@ -168,7 +168,7 @@ def trace_names(trace: str) -> tuple[str, ...]:
 
 
 def load_traces(trace: str, nodes: str = "gpu"):
-    """(NodeTable, [PodTable, ...]) of `--trace`'s pod files (`trace_names`) on a node file."""
+    """(NodeTable, [PodTable, ...]) of `--pods`' pod files (`trace_names`) on a node file."""
     names = trace_names(trace)
     return load_node_table(nodes), [load_trace(name, nodes)[1] for name in names]
 
