@@ -293,11 +293,13 @@ class TrainConfig:
         reg = registry.registration(values["env"])
         own = {f.name for f in fields(reg.config)}
         env_values = given(reg.config, args)
+        seen = set(own)
         for env in ENVS:
             other = registry.registration(env)
             for name in [f.name for f in fields(other.config)] + list(other.renamed):
-                if name in own or not hasattr(args, name):
+                if name in seen or not hasattr(args, name):
                     continue
+                seen.add(name)
                 if name in reg.renamed:
                     new = reg.renamed[name]
                     if new in env_values:
