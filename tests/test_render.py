@@ -98,8 +98,10 @@ def test_cli_draws_an_episode_of_a_trained_run(tmp_path):
     out = str(tmp_path / "trained.gif")
     R.main(["--policy", str(run), "--out", out, "--steps", "2", "--set", "num_sites=2"])
     assert _gif_frames(out) == (2, (R.FRAME_SHAPE[1], R.FRAME_SHAPE[0]))
-    policy, config = R.resolve_policy(str(run))
-    assert R.run_params(config)["weights"] == (1.0, 1.0, 1.0)
+    from vte.cluster.viewer import resolve_policy
+    policy, config = resolve_policy(str(run))
+    from vte.cluster.viewer import run_params
+    assert run_params(config)["weights"] == (1.0, 1.0, 1.0)
     assert 0 <= int(jax.jit(policy)(jax.random.PRNGKey(0), obs, SMALL)) <= SMALL.num_nodes
 
 

@@ -514,7 +514,7 @@ SYNTHETIC_TINY = dict(num_nodes=8, queue_len=4, episode_len=6, num_envs=8, num_s
 
 
 def _one_update(online: bool, num_minibatches: int, env: dict):
-    config = ImitateConfig(num_minibatches=num_minibatches, update_epochs=1, hidden=16,
+    config = ImitateConfig.of(num_minibatches=num_minibatches, update_epochs=1, hidden=16,
                            total_timesteps=env["num_envs"] * env["num_steps"], online=online,
                            **env)
     init, update = imitate.make_update(config)

@@ -79,7 +79,7 @@ def test_online_imitation_on_the_replay_is_the_offline_update_when_the_network_w
     score an action without a step): the checks of the synthetic environment's test."""
     from tests.test_train import check_online_imitation
     node_file, pod_file = trace_files
-    check_online_imitation(dict(env="openb", nodes=node_file, trace=pod_file, num_nodes=3,
+    check_online_imitation(dict(env="openb", nodes=node_file, pods=pod_file, subset=3,
                                 workloads=4, teacher="fgd", num_envs=8, num_steps=8))
 
 

@@ -17,11 +17,22 @@ and `evaluate_cli`, `viewer` (pictures), `export` (DECICE snapshots) and `regist
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+
 from vte.cluster.compiled import (get_obs, node_costs, optimal_action, rescore, reset, reward,
                                   step, step_env)
 from vte.cluster.params import EnvParams, num_actions
 from vte.cluster.types import (Cluster, Counters, EnvState, HeadScores, Metrics, Nodes,
                                Observation, Requests, Twin)
+
+def __getattr__(name):
+    # Its modules as attributes on first use (`vte.cluster.heuristics.ALL`), as `import
+    # vte.cluster.heuristics` would.
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["EnvParams", "num_actions", "reset", "step", "step_env", "reward", "get_obs",
            "rescore", "node_costs", "optimal_action", "Cluster", "Counters", "EnvState",

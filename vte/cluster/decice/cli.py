@@ -70,15 +70,10 @@ def largest_shapes() -> list[tuple[int, int, int, int]]:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
-    first = argparse.ArgumentParser(add_help=False)
-    first.add_argument("--protocol", choices=PROTOCOLS, default="decice")
-    known, rest = first.parse_known_args(argv)
-    if PROTOCOLS[known.protocol] is not None:    # its own flags (--help lists them)
-        module, _, attribute = PROTOCOLS[known.protocol].partition(":")
-        return getattr(importlib.import_module(module), attribute)(rest)
     try:
         from vte.serve import server as srv
-        from vte.cluster.decice.app import BODY_TIMEOUT_S, MAX_BODY_BYTES, create_app
+        from vte.serve.http import BODY_TIMEOUT_S, MAX_BODY_BYTES
+        from vte.cluster.decice.app import create_app
     except ImportError as err:
         sys.exit(f"python -m vte.serve needs the serve extra (pip install 'vte[serve]'): {err}")
 
