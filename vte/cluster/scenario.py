@@ -36,11 +36,28 @@ def _rows(table, index: jax.Array) -> jax.Array:
     """`table[index]` for a small constant table (K,) or (K, M) indexed along its first axis:
     shape index.shape or index.shape + (M,), float32 unless the table is integer.
 
-    Built from `lookup`'s selects (per column), which vectorise, rather than a gather."""
-    t = np.asarray(table)
-    if t.ndim == 1:
-        return lookup(list(t), index)
-    return jnp.stack([lookup(list(t[:, j]), index) for j in range(t.shape[1])], axis=-1)
+    Built by `lookup` (a one-hot selection, which vectorises) rather than a gather."""
+    return lookup(np.asarray(table), index)
+
+
+def _rows_of(index: jax.Array, *tables) -> list[jax.Array]:
+    """`[_rows(t, index) for t in tables]` in one lookup: the tables (all indexed by
+    `index` along their first axis) joined into one float32 table, looked up once and
+    split again, integer tables cast back (exact: their values are below 2**24). One
+    lookup's handful of operations instead of one per table."""
+    arrays = [np.asarray(t) for t in tables]
+    for a in arrays:
+        assert a.dtype.kind == "f" or np.abs(a).max() < 2**24, "not exact in float32"
+    rows = lookup(np.concatenate([a.reshape(len(a), -1).astype(np.float32) for a in arrays],
+                                 axis=1), index)
+    out, start = [], 0
+    for a in arrays:
+        width = int(np.prod(a.shape[1:], dtype=int))
+        part = rows[..., start:start + width]
+        part = part.reshape(part.shape[:-1] + a.shape[1:])
+        out.append(part if a.dtype.kind == "f" else part.astype(a.dtype))
+        start += width
+    return out
 
 
 def categorical(u: jax.Array, probs: jax.Array) -> jax.Array:
@@ -86,31 +103,36 @@ def sample_cluster(key: jax.Array, params: EnvParams) -> Cluster:
     has_gpu = (tier != C.EDGE) & (u[:, 1] < params.gpu_node_share)
     kind = jnp.where(tier == C.EDGE, 4, jnp.where(tier == C.CLOUD, 0, 2) + has_gpu).astype(jnp.int32)
 
-    cores = _int_between(u[:, 2], _rows(C.KIND_CORES, kind))
-    mem = jnp.round(_log_between(u[:, 3], _rows(C.KIND_MEM_GIB, kind)))
-    gpus = _int_between(u[:, 4], _rows(C.KIND_GPUS, kind))
-    gpu_model = categorical(u[:, 5], _rows(C.KIND_GPU_MODEL_P, kind))
-    disk = jnp.round(_log_between(u[:, 6], _rows(C.KIND_DISK_GIB, kind)))
+    (k_cores, k_mem, k_gpus, k_model, k_disk, k_speed, k_bandwidth, k_idle, k_peak, k_arm,
+     k_ssd, k_failure) = _rows_of(
+        kind, C.KIND_CORES, C.KIND_MEM_GIB, C.KIND_GPUS, C.KIND_GPU_MODEL_P, C.KIND_DISK_GIB,
+        C.KIND_SPEED, C.KIND_BANDWIDTH_MBPS, C.KIND_IDLE_W, C.KIND_PEAK_W, C.KIND_P_ARM,
+        C.KIND_P_SSD, C.KIND_FAILURE_RATE)
+    cores = _int_between(u[:, 2], k_cores)
+    mem = jnp.round(_log_between(u[:, 3], k_mem))
+    gpus = _int_between(u[:, 4], k_gpus)
+    gpu_model = categorical(u[:, 5], k_model)
+    disk = jnp.round(_log_between(u[:, 6], k_disk))
     capacity = jnp.stack([cores, mem, gpus, disk], axis=0)
 
-    speed = _between(u[:, 7], _rows(C.KIND_SPEED, kind))
-    bandwidth = _log_between(u[:, 8], _rows(C.KIND_BANDWIDTH_MBPS, kind))
-    power_idle = _between(u[:, 9], _rows(C.KIND_IDLE_W, kind))
-    power_peak = jnp.maximum(_between(u[:, 10], _rows(C.KIND_PEAK_W, kind)), power_idle)
+    speed = _between(u[:, 7], k_speed)
+    bandwidth = _log_between(u[:, 8], k_bandwidth)
+    power_idle = _between(u[:, 9], k_idle)
+    power_peak = jnp.maximum(_between(u[:, 10], k_peak), power_idle)
 
     tier_label = jnp.left_shift(1, tier)
     labels = (tier_label
               | jnp.where(gpus > 0, C.L_GPU, 0)
               | jnp.where(mem >= C.BIGMEM_GIB, C.L_BIGMEM, 0)
-              | jnp.where(u[:, 11] < _rows(C.KIND_P_ARM, kind), C.L_ARM64, 0)
-              | jnp.where(u[:, 12] < _rows(C.KIND_P_SSD, kind), C.L_SSD, 0)
+              | jnp.where(u[:, 11] < k_arm, C.L_ARM64, 0)
+              | jnp.where(u[:, 12] < k_ssd, C.L_SSD, 0)
               | jnp.where(bandwidth >= C.HIGHNET_MBPS, C.L_HIGHNET, 0)).astype(jnp.int32)
 
     site = jnp.minimum(jnp.floor(u[:, 13] * s), s - 1).astype(jnp.int32)
     level = categorical(u[:, 14], _f32(params.load_shares))
     bg_mean = _between(u[:, 15], _rows(C.LOAD_LEVELS, level))
 
-    failure_rate = _rows(C.KIND_FAILURE_RATE, kind) * params.failure_rate_scale
+    failure_rate = k_failure * params.failure_rate_scale
 
     pos = rng.to_uniform(rng.key_words(key, rng.RESET_SITES, (s, 2)))
     dist = jnp.sqrt(jnp.sum((pos[:, None, :] - pos[None, :, :]) ** 2, axis=-1))
@@ -140,23 +162,25 @@ def sample_requests(w: jax.Array, params: EnvParams) -> Requests:
     """Requests from words `w` of shape (..., NUM_REQUEST_WORDS); all marked valid."""
     u = rng.to_uniform(w)
     a = categorical(u[..., 0], _f32(params.archetype_shares))
-    cores = _int_between(u[..., 1], _rows(C.ARCH_CORES, a))
-    mem = jnp.maximum(jnp.round(_log_between(u[..., 2], _rows(C.ARCH_MEM_GIB, a))), 1.0)
-    wants_gpu = u[..., 3] < _rows(C.ARCH_P_GPU, a)
-    gpus = jnp.where(wants_gpu, _int_between(u[..., 4], _rows(C.ARCH_GPUS, a)), 0.0)
+    (a_cores, a_mem, a_p_gpu, a_gpus, a_p_alt, a_mask_alt, a_mask, a_seconds, a_data,
+     a_prefer, a_require, a_reject, a_p_latency, a_latency) = _rows_of(
+        a, C.ARCH_CORES, C.ARCH_MEM_GIB, C.ARCH_P_GPU, C.ARCH_GPUS, C.ARCH_P_GPU_ALT,
+        C.ARCH_GPU_MASK_ALT, C.ARCH_GPU_MASK, C.ARCH_SECONDS, C.ARCH_DATA_GB, C.ARCH_P_PREFER,
+        C.ARCH_P_REQUIRE, C.ARCH_P_REJECT, C.ARCH_P_LATENCY, C.ARCH_LATENCY_MS)
+    cores = _int_between(u[..., 1], a_cores)
+    mem = jnp.maximum(jnp.round(_log_between(u[..., 2], a_mem)), 1.0)
+    wants_gpu = u[..., 3] < a_p_gpu
+    gpus = jnp.where(wants_gpu, _int_between(u[..., 4], a_gpus), 0.0)
     gpu_models = jnp.where(
-        wants_gpu,
-        jnp.where(u[..., 5] < _rows(C.ARCH_P_GPU_ALT, a), _rows(C.ARCH_GPU_MASK_ALT, a),
-                  _rows(C.ARCH_GPU_MASK, a)),
-        0).astype(jnp.int32)
-    work = _between(u[..., 6], _rows(C.ARCH_SECONDS, a))
-    data_gb = _log_between(u[..., 7], _rows(C.ARCH_DATA_GB, a))
-    preferred = _bernoulli_bits(w[..., 8], _rows(C.ARCH_P_PREFER, a))
-    required = _bernoulli_bits(w[..., 9], _rows(C.ARCH_P_REQUIRE, a))
-    rejected = _bernoulli_bits(w[..., 10], _rows(C.ARCH_P_REJECT, a)) & ~required
+        wants_gpu, jnp.where(u[..., 5] < a_p_alt, a_mask_alt, a_mask), 0).astype(jnp.int32)
+    work = _between(u[..., 6], a_seconds)
+    data_gb = _log_between(u[..., 7], a_data)
+    preferred = _bernoulli_bits(w[..., 8], a_prefer)
+    required = _bernoulli_bits(w[..., 9], a_require)
+    rejected = _bernoulli_bits(w[..., 10], a_reject) & ~required
     preferred = preferred & ~rejected
-    has_bound = u[..., 11] < _rows(C.ARCH_P_LATENCY, a)
-    latency_bound = jnp.where(has_bound, _between(u[..., 12], _rows(C.ARCH_LATENCY_MS, a)),
+    has_bound = u[..., 11] < a_p_latency
+    latency_bound = jnp.where(has_bound, _between(u[..., 12], a_latency),
                               C.NO_LATENCY_BOUND_MS)
     origin = jnp.minimum(jnp.floor(u[..., 13] * params.num_sites), params.num_sites - 1)
     return Requests(
