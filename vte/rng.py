@@ -54,6 +54,24 @@ def hash32(x: jax.Array) -> jax.Array:
     return x
 
 
+def _hash32_const(x: int) -> np.uint32:
+    """`hash32` of a constant, computed while tracing (NumPy, wrapping uint32 arithmetic):
+    the same word, and no operations in the program."""
+    x = int(x) & 0xFFFFFFFF
+    x ^= x >> 16
+    x = (x * int(_M1)) & 0xFFFFFFFF
+    x ^= x >> 15
+    x = (x * int(_M2)) & 0xFFFFFFFF
+    x ^= x >> 16
+    return np.uint32(x)
+
+
+def _salt(stream: int, lane: int) -> np.uint32:
+    """The constant word that keeps stream `stream`'s draws apart (lane 1: the seed's first
+    word, lane 2: its second)."""
+    return _hash32_const(int(stream) * int(_GOLDEN) + lane)
+
+
 def words(seed: jax.Array, stream: int, shape: tuple[int, ...]) -> jax.Array:
     """uint32 words of `shape`, independent per (seed, stream, position).
 
@@ -61,10 +79,9 @@ def words(seed: jax.Array, stream: int, shape: tuple[int, ...]) -> jax.Array:
     second word is mixed into every word."""
     seed = jnp.asarray(seed)
     if seed.shape == (2,):
-        mix = hash32(seed[1].astype(jnp.uint32)
-                     ^ hash32(jnp.uint32(stream) * _GOLDEN + jnp.uint32(2)))
+        mix = hash32(seed[1].astype(jnp.uint32) ^ _salt(stream, 2))
         return hash32(words(seed[0], stream, shape) ^ mix)
-    base = hash32(seed.astype(jnp.uint32) ^ hash32(jnp.uint32(stream) * _GOLDEN + jnp.uint32(1)))
+    base = hash32(seed.astype(jnp.uint32) ^ _salt(stream, 1))
     size = 1
     for s in shape:
         size *= s

@@ -93,7 +93,7 @@ def daily_bg_mean(cluster: Cluster, time: jax.Array) -> jax.Array:
     # Sites sit in time zones spread over the day: site s is s / S of a day ahead.
     day = time / 86400.0 + jnp.arange(num_sites, dtype=jnp.float32) / num_sites
     profile = 1.0 + C.DAILY_AMPLITUDE * jnp.sin(2.0 * jnp.pi * day)    # (S,), one sine per site
-    mean = cluster.bg_mean * lookup([profile[i] for i in range(num_sites)], cluster.site)
+    mean = cluster.bg_mean * lookup(profile, cluster.site)
     return jnp.clip(mean, 0.0, C.BG_MAX)
 
 

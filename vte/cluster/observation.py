@@ -189,12 +189,50 @@ def _failure_high(params: EnvParams) -> float:
     return _up(C.KIND_FAILURE_RATE.max() * (scale if scale > 0 else 1.0))
 
 
+class _Flag(NamedTuple):
+    """A flag column's source: `inner(x)` as float32 (0 or 1)."""
+
+    inner: Callable
+
+    def __call__(self, x):
+        return self.inner(x).astype(jnp.float32)
+
+
+class _Bit(NamedTuple):
+    """Bit `bit` of the integer field `field`: `(x.field >> bit) & 1`. Consecutive bits of
+    one field are read in one shift of the whole field (`columns`)."""
+
+    field: str
+    bit: int
+
+    def __call__(self, x):
+        return (getattr(x, self.field) >> self.bit) & 1
+
+
 def _flag(name: str, source: Callable) -> Feature:
-    return Feature(name, "flag", 1.0, lambda x: source(x).astype(jnp.float32), 0.0, 1.0)
+    return Feature(name, "flag", 1.0, _Flag(source), 0.0, 1.0)
 
 
 def _bit(field: str, bit: int) -> Callable:
-    return lambda x: (getattr(x, field) >> bit) & 1
+    return _Bit(field, bit)
+
+
+def _bit_runs(table: tuple[Feature, ...]) -> list[tuple[int, int]]:
+    """(start, length) of the table's columns, consecutive flag columns that read
+    consecutive bits of one field grouped into one run."""
+    runs: list[tuple[int, int]] = []
+    for i, f in enumerate(table):
+        bit = f.source.inner if isinstance(f.source, _Flag) else None
+        if runs and isinstance(bit, _Bit):
+            start, length = runs[-1]
+            prev = table[start + length - 1].source
+            prev = prev.inner if isinstance(prev, _Flag) else None
+            if (isinstance(prev, _Bit) and prev.field == bit.field
+                    and prev.bit + 1 == bit.bit):
+                runs[-1] = (start, length + 1)
+                continue
+        runs.append((i, 1))
+    return runs
 
 
 # Node features fixed for an episode: context = the `Cluster`.
@@ -315,7 +353,15 @@ def columns(table: tuple[Feature, ...], context, params: EnvParams | None = None
     factor 1 / scale where the scale is below 1, "x*100"), 0 where `where` ((...) bool,
     if given) is False: one division and one select over the whole block, not one per
     column, so the program holds a few operations per table instead of a few per column."""
-    raw = [jnp.asarray(f.source(context), jnp.float32)[..., None] for f in table]
+    raw = []
+    for start, length in _bit_runs(table):
+        if length == 1:
+            raw.append(jnp.asarray(table[start].source(context), jnp.float32)[..., None])
+        else:                       # bits b..b+length-1 of one field, in one shift
+            first = table[start].source.inner
+            field = getattr(context, first.field)
+            bits = np.arange(first.bit, first.bit + length, dtype=np.int32)
+            raw.append(((field[..., None] >> bits.astype(field.dtype)) & 1).astype(jnp.float32))
     block = jnp.concatenate(raw, axis=-1)
     scales = [_scale(f, params) for f in table]
     exact = [isinstance(sc, float) and sc < 1.0 for sc in scales]

@@ -37,7 +37,7 @@ class Breakdown:
 def link_delay(cluster: Cluster, origin: jax.Array) -> jax.Array:
     """Delay from site `origin` to every node's site, ms, (N,)."""
     row = cluster.link_delay[origin]                                   # (S,)
-    return lookup([row[s] for s in range(row.shape[0])], cluster.site)
+    return lookup(row, cluster.site)
 
 
 def _popcount(x: jax.Array) -> jax.Array:
