@@ -136,3 +136,32 @@ def test_lookup_and_materialize_give_the_same_values_switched_on_or_off(on, monk
                                   np.asarray(table)[np.asarray(index)])
     jax.tree_util.tree_map(np.testing.assert_array_equal,
                            jax.jit(fusion.materialize)(TREE), TREE)
+
+
+def test_lookup_selects_exactly_rows_booleans_and_entry_zero_out_of_range():
+    """The one-hot selection is `table[index]` bit for bit: floats (inf and -inf among
+    them, which a one-hot product would turn into NaN), integers, booleans and (T, C)
+    rows; an index outside [0, T) gives entry 0, as the chain of selects did."""
+    floats = np.array([0.1, np.inf, -np.inf, 3e38, -7.5], np.float32)
+    index = jnp.asarray([[0, 1, 2], [3, 4, 4]])
+    np.testing.assert_array_equal(fusion.lookup(floats, index), floats[np.asarray(index)])
+    ints = np.array([7, -3, 2**30], np.int32)
+    got = jax.jit(jax.vmap(fusion.lookup, in_axes=(None, 0)))(ints, jnp.asarray([2, 0, 1]))
+    assert got.dtype == jnp.int32 and list(got) == [2**30, 7, -3]
+    flags = np.array([True, False, True])
+    assert list(fusion.lookup(flags, jnp.asarray([1, 2, 0]))) == [False, True, True]
+    rows = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(fusion.lookup(rows, jnp.asarray([3, 1])), rows[[3, 1]])
+    np.testing.assert_array_equal(fusion.lookup(floats, jnp.asarray([-1, 5, 99])),
+                                  np.full(3, floats[0]))
+
+
+def test_stream_salts_computed_while_tracing_equal_the_traced_hash():
+    """`words` salts each stream with `hash32` of a constant, now hashed in NumPy while
+    tracing: the same word as the traced hash gives, for every stream and seed word."""
+    from vte import rng
+    streams = [getattr(rng, n) for n in dir(rng) if n.startswith(("RESET_", "STEP_"))]
+    for stream in streams + [rng.SAMPLE, 0, 2**31 + 5]:
+        for lane in (1, 2):
+            traced = rng.hash32(jnp.uint32(stream) * rng._GOLDEN + jnp.uint32(lane))
+            assert int(traced) == int(rng._salt(stream, lane)), (stream, lane)
