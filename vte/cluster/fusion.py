@@ -45,27 +45,24 @@ def lookup(table, index: jax.Array) -> jax.Array:
     """`table[index]` for a small static table: (T,) values, or (T, C) rows (the result
     then has a trailing axis C). An index outside [0, T) gives entry 0.
 
-    As a one-hot selection, `sum(where(index == arange(T), table, 0))` over the table's T
-    entries: under vmap a gather from a tiny table becomes a batched gather, which XLA on
-    CPU runs element by element, while this vectorises; and it lowers to a handful of
-    operations whatever T (a chain of T - 1 selects lowered to about 5 per entry, a sixth
-    of the step's program). Exact: one entry is picked, the others add zeros (integers and
-    floats alike; booleans by `any`). A plain gather when switched off (`set_hints`).
+    A chain of T - 1 selects: under vmap a gather from a tiny table becomes a batched
+    gather, which XLA on CPU runs element by element, while selects vectorise (and a
+    one-hot selection, `sum(where(index == arange(T), table, 0))`, halved the batched
+    step's decisions/s: it does T times the work). A (T, C) table selects whole rows, so
+    the catalogue's columns behind one index cost one chain, not one per column. A plain
+    gather when switched off (`set_hints`).
     """
     t = jnp.asarray(table)
     if not enabled("lookup"):
-        return t[jnp.clip(index, 0, t.shape[0] - 1)] if t.ndim else t
+        return t[jnp.clip(index, 0, t.shape[0] - 1)]
     index = jnp.asarray(index)
-    hit = index[..., None] == jnp.arange(t.shape[0], dtype=index.dtype)     # (..., T)
-    found = jnp.any(hit, axis=-1)
     if t.ndim == 2:
-        hit, found = hit[..., None], found[..., None]                        # (..., T, 1)
-    axis = -t.ndim
-    if t.dtype == jnp.bool_:
-        picked = jnp.any(hit & t, axis=axis)
-    else:
-        picked = jnp.sum(jnp.where(hit, t, jnp.zeros((), t.dtype)), axis=axis, dtype=t.dtype)
-    return jnp.where(found, picked, t[0])
+        index = index[..., None]                # each row selected whole: (..., 1) vs (C,)
+    out = jnp.broadcast_to(t[0], index.shape[:-1] + t.shape[1:]) if t.ndim == 2 else \
+        jnp.full(index.shape, t[0], t.dtype)
+    for i in range(1, t.shape[0]):
+        out = jnp.where(index == i, t[i], out)
+    return out
 
 
 def _always(tree) -> jax.Array:

@@ -343,40 +343,40 @@ def _scale(f: Feature, params: EnvParams | None):
     return getattr(params, f.scale)
 
 
+def _encode_one(f: Feature, value: jax.Array, params: EnvParams | None) -> jax.Array:
+    scale = _scale(f, params)
+    if isinstance(scale, float) and scale < 1.0:
+        return value * (1.0 / scale)            # "x*100": an exact factor
+    return value / scale
+
+
 def columns(table: tuple[Feature, ...], context, params: EnvParams | None = None,
             where: jax.Array | None = None) -> list[jax.Array]:
-    """The float32 columns of `context`, one per feature of `table`, as a list of blocks to
-    join with other columns by one `jnp.concatenate` (XLA writes a single concatenation of
-    columns far faster than a stack of them joined again: the loop of
-    `benchmarks/kernel.py` made 1.2x the decisions per second with the node and queue
-    features built so). Each column is its source divided by its scale (times the exact
-    factor 1 / scale where the scale is below 1, "x*100"), 0 where `where` ((...) bool,
-    if given) is False: one division and one select over the whole block, not one per
-    column, so the program holds a few operations per table instead of a few per column."""
-    raw = []
+    """The float32 columns of `context`, one per feature of `table` (its source divided by
+    its scale, 0 where `where`, (...) bool, if given, is False), as blocks of the last
+    axis. Kept apart so that one `jnp.concatenate` can join them with other columns: XLA
+    writes a single concatenation of columns far faster than a stack of them joined again
+    (the loop of `benchmarks/kernel.py` made 1.2x the decisions per second with the node
+    and queue features built so). Consecutive flags reading consecutive bits of one field
+    (labels, GPU models) are one block from one shift of the field (`_bit_runs`): the same
+    values in a handful of operations instead of a few per bit."""
+    out = []
     for start, length in _bit_runs(table):
         if length == 1:
-            raw.append(jnp.asarray(table[start].source(context), jnp.float32)[..., None])
-        else:                       # bits b..b+length-1 of one field, in one shift
-            first = table[start].source.inner
-            field = getattr(context, first.field)
-            bits = np.arange(first.bit, first.bit + length, dtype=np.int32)
-            raw.append(((field[..., None] >> bits.astype(field.dtype)) & 1).astype(jnp.float32))
-    block = jnp.concatenate(raw, axis=-1)
-    scales = [_scale(f, params) for f in table]
-    exact = [isinstance(sc, float) and sc < 1.0 for sc in scales]
-    if all(isinstance(sc, (int, float)) for sc in scales):
-        divisor = np.array([1.0 if e else sc for sc, e in zip(scales, exact)], np.float32)
-    else:                                   # a scale read from the params (traced)
-        divisor = jnp.stack([jnp.asarray(1.0 if e else sc, jnp.float32)
-                             for sc, e in zip(scales, exact)])
-    out = block / divisor
-    if any(exact):
-        factor = np.array([1.0 / sc if e else 1.0 for sc, e in zip(scales, exact)], np.float32)
-        out = jnp.where(np.array(exact), block * factor, out)
-    if where is not None:
-        out = jnp.where(where[..., None], out, 0.0)
-    return [out]
+            f = table[start]
+            column = _encode_one(f, jnp.asarray(f.source(context), jnp.float32), params)
+            if where is not None:
+                column = jnp.where(where, column, 0.0)
+            out.append(column[..., None])
+            continue
+        first = table[start].source.inner           # flags: scale 1, 0 or 1 already
+        field = getattr(context, first.field)
+        bits = np.arange(first.bit, first.bit + length).astype(np.dtype(field.dtype))
+        block = ((field[..., None] >> bits) & 1).astype(jnp.float32)
+        if where is not None:
+            block = jnp.where(where[..., None], block, 0.0)
+        out.append(block)
+    return out
 
 
 def encode(table: tuple[Feature, ...], context, params: EnvParams | None = None,
