@@ -25,6 +25,7 @@ import asyncio
 import gc
 import logging
 import socket
+import sys
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -88,6 +89,19 @@ def protocol(header_timeout_s: float = HEADER_TIMEOUT_S,
                          ">= 1")
     return type("GuardedH11Protocol", (GuardedH11Protocol,),
                 {"header_timeout_s": header_timeout_s, "max_connections": max_connections})
+
+
+def checked_bind(host: str, port: int, checks=lambda: None):
+    """`checks()` (a command's own checks of its flags: ValueError naming the bad one),
+    then `bind`: (what the checks returned, the socket); or exit with the one message
+    every protocol gives, before any work."""
+    try:
+        checked = checks()
+        return checked, bind(host, port)
+    except OSError as err:
+        sys.exit(f"error: cannot listen on {host}:{port}: {err.strerror or err}")
+    except ValueError as err:
+        sys.exit(f"error: {err}")
 
 
 def bind(host: str, port: int) -> socket.socket:

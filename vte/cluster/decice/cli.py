@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(levelname)s: %(name)s: %(message)s")
     log = logging.getLogger("vte.serve")
-    try:
+    def checks():
         api_key = None
         if args.api_key_env is not None:
             api_key = os.environ.get(args.api_key_env)
@@ -148,11 +148,9 @@ def main(argv: list[str] | None = None) -> None:
         if not args.idle_timeout_s > 0:
             raise ValueError(f"--idle-timeout-s {args.idle_timeout_s} is invalid: allowed a "
                              "number > 0")
-        sock = srv.bind(args.host, args.port)
-    except OSError as err:
-        sys.exit(f"error: cannot listen on {args.host}:{args.port}: {err.strerror or err}")
-    except ValueError as err:
-        sys.exit(f"error: {err}")
+        return api_key, warmup
+
+    (api_key, warmup), sock = srv.checked_bind(args.host, args.port, checks)
     try:
         placer, name = make_placer(args.policy, args.weights, args.seed)
         compiler = (None if args.compile_in_process else

@@ -131,13 +131,8 @@ def main(argv: list[str] | None = None) -> None:
                         format="%(levelname)s: %(name)s: %(message)s")
     if (args.tls_cert is None) != (args.tls_key is None):
         sys.exit("error: --tls-cert and --tls-key go together")
-    try:
-        srv.protocol(args.header_timeout_s, args.max_connections)
-        sock = srv.bind(args.host, args.port)
-    except OSError as err:
-        sys.exit(f"error: cannot listen on {args.host}:{args.port}: {err.strerror or err}")
-    except ValueError as err:
-        sys.exit(f"error: {err}")
+    _, sock = srv.checked_bind(args.host, args.port, lambda: srv.protocol(
+        args.header_timeout_s, args.max_connections))
     try:
         app, name, binder = build(args)
     except (ValueError, OSError, ImportError) as err:
