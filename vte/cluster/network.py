@@ -30,7 +30,7 @@ sampled or greedy action is always valid.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any
 
 import flax.linen as nn
 import jax

@@ -2,21 +2,24 @@
 
     config = PPOConfig(num_envs=4096)                 # research code
     config = PPOConfig.from_args(["--num-envs", "4096"])   # the command line (the same)
+    config = PPOConfig.of(num_envs=4096, num_nodes=16)     # flat names, the flags'
     init, update = ppo.make_update(config)
 
-Each field carries its default, its help, the range it allows and its group on the
-command line (`flag`); `command_line(cls)` turns the fields into `argparse` flags
-(`num_envs` -> `--num-envs`, booleans get `--no-...`), and `__post_init__` checks every
-value in one place, raising ValueError that names the flag, the bad value and what is
-allowed. `to_dict` is the run's `config.json` (the layout `vte.load_policy` reads);
-`from_dict` reads it back.
+Three kinds of fields: the general ones (`TrainConfig`), the algorithm's own (`PPOConfig`,
+`ImitateConfig`), and the environment's own, a section its registration declares
+(`env_config`: `Registration.config`, e.g. `ClusterConfig`, whose names are its
+`vte.make` keywords); imitation's planning teacher adds the planner's settings (`plan`:
+`Registration.planner`). Each field carries its default, its help, the range it allows
+and its group on the command line (`vte.config.option`); `add_flags` turns the fields into
+`argparse` flags (`num_envs` -> `--num-envs`, booleans get `--no-...`), and
+`__post_init__` checks every value in one place, raising ValueError that names the flag,
+the bad value and what is allowed. `to_dict` is the run's `config.json` (the layout
+`vte.load_policy` reads); `from_dict` reads it back, old layouts and names included.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
