@@ -105,3 +105,14 @@ def test_the_wheel_ships_every_package_of_vte_and_no_top_level_train():
         warnings.simplefilter("error")
         from train import ppo                    # from a clone: the library's module
     assert ppo.__name__ == "vte.train.ppo"
+
+
+def test_the_command_line_says_each_old_flag_in_one_note_line(capsys, tmp_path):
+    from tests.test_train import refused
+    from vte.train import ppo
+    err = refused(ppo.main, ["--env", "openb", "--trace", "nope", "--num-nodes", "8"],
+                  capsys, tmp_path)
+    lines = err.splitlines()
+    assert "note: --trace is --pods with --env openb (renamed)" in lines
+    assert "note: --num-nodes is --subset with --env openb (renamed)" in lines
+    assert "--pods='nope' is invalid" in err          # the new name in the error

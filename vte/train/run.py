@@ -40,6 +40,7 @@ import math
 import os
 import signal
 import sys
+import warnings
 import time
 from typing import Callable
 
@@ -50,6 +51,7 @@ import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from vte.train import multihost, tensorboard
+from vte.config import RenamedWarning
 from vte.train.config import TrainConfig, invalid
 from vte.train.core import Runner, over_seeds, seed_keys
 from vte.train.envs import make_env, run_name, trained_entry
@@ -89,7 +91,8 @@ def blame(err: ValueError, given: set[str], values: argparse.Namespace) -> str:
 
 def build_parser(config_cls: type[TrainConfig], description: str) -> argparse.ArgumentParser:
     """The config's flags (generated from its fields) and the run's own flags."""
-    p = _Parser(prog=f"train/{config_cls.algorithm}.py",
+    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    p = _Parser(prog=script if script.startswith("vte-") else f"train/{config_cls.algorithm}.py",
                                 description=description,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     groups = config_cls.add_flags(p)
@@ -159,8 +162,19 @@ def parse(argv, config_cls: type[TrainConfig], description: str):
         multihost.initialize(args)
     except (ValueError, RuntimeError) as err:
         parser.error(str(err))
-    config, out, resume = _parse_config(parser, args, config_cls,
-                                        argv if argv is not None else sys.argv[1:])
+    with warnings.catch_warnings():                 # an old name: one line, when read
+        warnings.simplefilter("always", RenamedWarning)
+        shown = warnings.showwarning
+
+        def show(message, category, *rest, **kw):
+            if issubclass(category, RenamedWarning):
+                print(f"note: {message}", file=sys.stderr)
+            else:
+                shown(message, category, *rest, **kw)
+
+        warnings.showwarning = show
+        config, out, resume = _parse_config(parser, args, config_cls,
+                                            argv if argv is not None else sys.argv[1:])
     if args.stop_after_updates is not None and args.stop_after_updates < 1:
         parser.error(f"--stop-after-updates={args.stop_after_updates} is invalid: "
                      "allowed an integer >= 1")
