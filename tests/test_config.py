@@ -116,3 +116,12 @@ def test_the_command_line_says_each_old_flag_in_one_note_line(capsys, tmp_path):
     assert "note: --trace is --pods with --env openb (renamed)" in lines
     assert "note: --num-nodes is --subset with --env openb (renamed)" in lines
     assert "--pods='nope' is invalid" in err          # the new name in the error
+
+
+def test_an_old_module_path_still_runs_as_a_command():
+    import subprocess
+    done = subprocess.run([sys.executable, "-W", "always::DeprecationWarning", "-m",
+                           "vte.openb.bound", "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "usage: python -m vte.openb.lab.bound" in done.stdout
+    assert "vte.openb.bound moved to vte.openb.lab.bound" in done.stderr

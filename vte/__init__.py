@@ -76,6 +76,12 @@ class _Loader(importlib.abc.Loader):
     def exec_module(self, module):      # the new module is executed already
         pass
 
+    def get_code(self, fullname):        # `python -m OLD` runs the new module's code
+        return importlib.util.find_spec(self.new).loader.get_code(self.new)
+
+    def is_package(self, fullname):
+        return False
+
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
