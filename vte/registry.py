@@ -7,7 +7,7 @@
 A `Registration` names the environment's constructor, its own training flags (their
 validation and their section of a run's `config.json`), its network, its reference
 policies (one signature: `(key, state, params) -> action`), how a trained run on it is
-evaluated and loaded, and what it offers the tools (a picture, DECICE's API). Trainers,
+evaluated and loaded, and what it offers the tools (a picture, the protocols of `vte.serve`). Trainers,
 `vte.evaluate`, `vte.render`, `vte.load_policy`, the adapters and `vte.serve` ask the
 registry instead of comparing environment names; a new environment is one registration.
 

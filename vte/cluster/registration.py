@@ -8,7 +8,7 @@ configuration (`ClusterConfig`: `num_nodes`, `queue_len`, `episode_len`, `weight
 (`vte.SchedulerNet`), the reference policies (the heuristics of `vte.cluster.heuristics` and the
 known optimum, each `(key, state, params) -> action`), the evaluation of a trained run
 (`vte.evaluate` against every heuristic and the optimum), its picture (`vte.render`) and
-DECICE's API (`vte.serve`).
+DECICE's API (`python -m vte.serve`, `vte.cluster.decice`).
 """
 
 from __future__ import annotations
