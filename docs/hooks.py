@@ -117,8 +117,10 @@ def _flag_rows(fields, which, prefix: str = "") -> list[str]:
         meta = f.metadata
         if meta.get("choices"):
             allowed = ", ".join(f"`{c}`" for c in meta["choices"])
-        elif meta.get("low") is not None or meta.get("high") is not None:
-            allowed = f"{meta.get('low', '')} .. {meta.get('high', '')}"
+        elif meta.get("low") is not None and meta.get("high") is not None:
+            allowed = f"{meta['low']} .. {meta['high']}"
+        elif meta.get("low") is not None:
+            allowed = f"{'>' if meta.get('strict') else '≥'} {meta['low']}"
         else:
             allowed = ""
         default = f.default if f.default is not dataclasses.MISSING else ""

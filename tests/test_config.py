@@ -125,3 +125,28 @@ def test_an_old_module_path_still_runs_as_a_command():
                           timeout=120)
     assert done.returncode == 0 and "usage: python -m vte.openb.lab.bound" in done.stdout
     assert "vte.openb.bound moved to vte.openb.lab.bound" in done.stderr
+
+
+def test_a_bad_value_under_an_old_flag_is_blamed_on_that_flag(capsys, tmp_path):
+    from tests.test_train import refused
+    from vte.train import ppo
+    err = refused(ppo.main, ["--env", "openb", "--num-nodes", "99999"], capsys, tmp_path)
+    assert "--subset=99999 is invalid" in err and "was not given" not in err
+
+
+def test_flat_keywords_take_old_names_too_with_a_note():
+    with pytest.warns(RenamedWarning, match="num_nodes= is subset="):
+        config = PPOConfig.of(env="openb", num_nodes=16, gamma=0.99, all_actions=False)
+    assert config.env_config.subset == 16
+    with pytest.raises(ValueError) as err:
+        PPOConfig.of(plan_futures=4)
+    assert "plan_" not in str(err.value).split("allowed", 1)[1]   # PPO has no planner
+
+
+def test_importing_an_old_path_leaves_the_new_module_its_own_spec():
+    sys.modules.pop("vte.twin", None)
+    with pytest.warns(DeprecationWarning):
+        importlib.import_module("vte.twin")
+    new = importlib.import_module("vte.cluster.twin")
+    assert new.__spec__.name == "vte.cluster.twin"
+    assert importlib.reload(new) is new

@@ -71,10 +71,12 @@ class _Loader(importlib.abc.Loader):
         self.new = new
 
     def create_module(self, spec):
-        return importlib.import_module(self.new)
+        module = importlib.import_module(self.new)
+        self.spec = module.__spec__         # the import system sets the old one on it
+        return module
 
-    def exec_module(self, module):      # the new module is executed already
-        pass
+    def exec_module(self, module):      # executed already: give it its own spec back
+        module.__spec__, module.__loader__ = self.spec, self.spec.loader
 
     def get_code(self, fullname):        # `python -m OLD` runs the new module's code
         return importlib.util.find_spec(self.new).loader.get_code(self.new)
@@ -109,6 +111,9 @@ _LAZY = {
     "evaluate": "vte.evaluate",   # callable: vte.evaluate(...); `python -m vte.evaluate` the CLI
     "render": "vte.render", "zoo": "vte.zoo", "distributed": "vte.distributed",
     "rng": "vte.rng", "cluster": "vte.cluster", "openb": "vte.openb",
+    **{name: f"vte.{name}" for name in (
+        "environment", "checkpoint", "config", "files", "layers", "compilation_cache",
+        "adapters", "serve", "train")},
     # Cluster-v0's own functions and types, at the top as they always were
     **{name: f"vte.cluster.compiled:{name}" for name in (
         "get_obs", "node_costs", "optimal_action", "rescore", "reset", "reward", "step",

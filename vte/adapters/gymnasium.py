@@ -109,7 +109,7 @@ def observation_space(params, env=None, observation: str = "dict") -> spaces.Spa
     `observation_specs`, 0-d fields as (1,)); `env` defaults to the synthetic cluster.
     With `observation="flat"` one (D,) float32 Box of every field raveled in order
     (booleans as 0 and 1), for MLP policies and `NormalizeObservation`."""
-    env = vte.cluster.env.ENV if env is None else env
+    env = vte.registration("Cluster-v0").make(params=params)[0] if env is None else env
     specs = _specs(env, params)
     if observation == "flat":
         low, high = bounds_of(specs)
@@ -192,7 +192,7 @@ class ClusterEnv(gym.Env):
     """One cluster as a `gymnasium.Env` (see the module docstring).
 
     Args:
-      params: the environment's params (a `vte.Any` for "Cluster-v0"); or the
+      params: the environment's params (a `vte.EnvParams` for "Cluster-v0"); or the
         keywords of its `vte.make` (`num_nodes=16`, ...; `subset=64` for "OpenB-v0").
       render_mode: None or "rgb_array" (`render()` returns an (H, W, 3) uint8 picture of
         the cluster, `vte.render.FRAME_SHAPE`).
@@ -345,7 +345,7 @@ class ClusterVectorEnv(gym.vector.VectorEnv):
 
     Args:
       num_envs: clusters, >= 1.
-      params: a `vte.Any` shared by all; or its fields as keywords.
+      params: a `vte.EnvParams` shared by all; or its fields as keywords.
       autoreset_mode: `AutoresetMode.NEXT_STEP` (Gymnasium's default: the step after an
         episode ends resets that environment, ignores its action and returns reward 0 and
         terminated = truncated = False) or `AutoresetMode.SAME_STEP` (vte's own: the step

@@ -75,6 +75,9 @@ def plot(results: dict, path: str, title: str) -> None:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m vte.evaluate", description=__doc__ + "\n--env openb evaluates the six published policies and trained runs on\nthe OpenB trace (the arguments of python -m vte.openb).",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default=None, help="the environment (vte.registered(); default "
+                        "synthetic); --env openb evaluates the six published policies and "
+                        "trained runs on the OpenB trace (the arguments of python -m vte.openb)")
     parser.add_argument("--episodes", type=int, default=64, help="episodes per policy")
     parser.add_argument("--seed", type=int, default=12345,
                         help="seed of the held-out scenarios (keep it apart from training)")

@@ -23,3 +23,15 @@ __all__ = [
     "POLICIES", "Policy", "Workload", "build_workload", "pod_arrays", "typical_pods",
     "Log", "replay", "binned", "curves", "run_grid", "published",
 ]
+
+
+def __getattr__(name):
+    # The experiments moved to `vte.openb.lab`: `vte.openb.experiment` and the others
+    # still resolve, with a DeprecationWarning naming the new path.
+    if name in ("experiment", "power_experiment", "bound", "lookahead", "cache", "simulator"):
+        import importlib
+        import warnings
+        warnings.warn(f"vte.openb.{name} moved to vte.openb.lab.{name}; import "
+                      f"vte.openb.lab.{name}", DeprecationWarning, stacklevel=2)
+        return importlib.import_module(f"vte.openb.lab.{name}")
+    raise AttributeError(f"module 'vte.openb' has no attribute {name!r}")

@@ -178,7 +178,7 @@ def _subset(c: OpenBConfig, nodes) -> int | None:
 
 
 def run_params(config, train: bool):
-    """The training bank of a run (sub-clusters of `--num-nodes`); its evaluation replays
+    """The training bank of a run (sub-clusters of `--subset`); its evaluation replays
     the full cluster with `run_grid` instead (`evaluate`)."""
     c = config.env_config
     nodes, pods = load_traces(c.pods, c.nodes)
@@ -337,7 +337,7 @@ def plans(teacher: str | None) -> bool:
 def teacher_action(name: str, config):
     """The action of a teacher built from the run's configuration, `(key, state, params)
     -> action`, or None for a teacher that is one of `policies()` as it stands: `plan_fgd`
-    and `plan:<base>`, the lookahead planner (`lookahead.planner`, with `plan_settings`)
+    and `plan:<base>`, the lookahead planner (`lookahead.planner`, with the run's `plan`)
     over FGD or over `base`, a published policy or an OpenB run directory, whose network is
     loaded once and held fixed (expert iteration: the planner over the last round's
     network labels the next round), with the run's planner settings `config.plan` (a

@@ -170,6 +170,9 @@ class TrainConfig:
         plan = {f.name for f in fields_of(planner)} if planner is not None else set()
         kwargs, env_values, plan_values = {}, {}, {}
         for name, value in fields.items():
+            if name in reg.renamed and name not in own and reg.renamed[name] not in fields:
+                note(f"{name}= is {reg.renamed[name]}= with env={reg.flag!r} (renamed)")
+                name = reg.renamed[name]
             if name in own:
                 kwargs[name] = value
             elif name in section:
@@ -177,9 +180,10 @@ class TrainConfig:
             elif name.startswith("plan_") and name[5:] in plan and "plan" in cls.field_names():
                 plan_values[name[5:]] = value
             else:
+                plans = plan and "plan" in cls.field_names()
                 raise ValueError(f"{name!r} is not a field of {cls.__name__} with --env "
                                  f"{reg.flag}: allowed {sorted(own | section)}"
-                                 + (f" and plan_{{{', '.join(sorted(plan))}}}" if plan else ""))
+                                 + (f" and plan_{{{', '.join(sorted(plan))}}}" if plans else ""))
         kwargs["env_config"] = reg.config(**env_values)
         if plan_values:
             kwargs["plan"] = planner(**plan_values)

@@ -79,7 +79,9 @@ def blame(err: ValueError, given: set[str], values: argparse.Namespace) -> str:
     if not isinstance(err, registry.FlagError):
         return str(err)
     flag = "--" + err.name.replace("_", "-")
-    if flag in given:
+    reg = registry.registration(getattr(values, "env", None) or "synthetic")
+    old = {"--" + o.replace("_", "-") for o, n in reg.renamed.items() if n == err.name}
+    if flag in given or old & given:          # given, perhaps under its old name
         return str(err)
     passed = [d for d in err.depends if "--" + d.replace("_", "-") in given]
     if not passed:
