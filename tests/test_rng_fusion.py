@@ -139,9 +139,8 @@ def test_lookup_and_materialize_give_the_same_values_switched_on_or_off(on, monk
 
 
 def test_lookup_selects_exactly_rows_booleans_and_entry_zero_out_of_range():
-    """The one-hot selection is `table[index]` bit for bit: floats (inf and -inf among
-    them, which a one-hot product would turn into NaN), integers, booleans and (T, C)
-    rows; an index outside [0, T) gives entry 0, as the chain of selects did."""
+    """`lookup` is `table[index]` bit for bit: floats (inf and -inf among them), integers,
+    booleans and whole rows of a (T, C) table; an index outside [0, T) gives entry 0."""
     floats = np.array([0.1, np.inf, -np.inf, 3e38, -7.5], np.float32)
     index = jnp.asarray([[0, 1, 2], [3, 4, 4]])
     np.testing.assert_array_equal(fusion.lookup(floats, index), floats[np.asarray(index)])
