@@ -165,27 +165,39 @@ def note(message: str) -> None:
     warnings.warn(message, RenamedWarning, stacklevel=4)
 
 
+def read_renamed(reg, values: dict, spell=lambda n: "--" + n.replace("_", "-")) -> dict:
+    """`values` (name -> value) with each old name of the registration's section
+    (`Registration.renamed`) read under its new one, a note each; `spell` writes a name as
+    the user wrote it (`--trace` by default, `trace=`, `env.trace`). An old name given
+    beside its new one raises a FlagError naming both. The one rule of the flags,
+    `TrainConfig.of` and a saved run's config.json."""
+    out = {}
+    for name, value in values.items():
+        new = reg.renamed.get(name)
+        if new is None:
+            out[name] = value
+            continue
+        if new in values:
+            raise flag_error(name, value, f"not given with {spell(new)} (its new name with "
+                             f"--env {reg.flag})", depends=(new,))
+        note(f"{spell(name)} is {spell(new)} with --env {reg.flag} (renamed)")
+        out[new] = value
+    return out
+
+
 def env_section(config: dict):
     """The environment section of a saved run's `config.json` dict, as its registration's
-    `config` object: renamed keys read under their new names (with a note), keys of other
-    environments (older files stored every environment's) dropped, keys added later taking
-    the value those runs used (`Registration.defaults`)."""
+    `config` object: renamed keys read under their new names (`read_renamed`, with a
+    note), keys of other environments (older files stored every environment's) dropped,
+    keys added later taking the value those runs used (`Registration.defaults`)."""
     from vte import registry
     reg = registry.of_run(config)
     names = {f.name for f in dataclasses.fields(reg.config)}
-    values = {}
-    for key, v in config.get("env", {}).items():
-        if key == "name":
-            continue
-        if key in reg.renamed and reg.renamed[key] not in config.get("env", {}):
-            new = reg.renamed[key]
-            if key not in names:
-                note(f"config.json's env.{key} is env.{new} with --env {reg.flag} (renamed)")
-            values[new] = v
-        elif key in names:
-            values[key] = v
+    values = {k: v for k, v in config.get("env", {}).items()
+              if k in names or k in reg.renamed}
+    values = read_renamed(reg, values, lambda n: f"env.{n}")
     return from_json(reg.config, values, saved_before=reg.defaults)
 
 
-__all__ = ["env_section", "note", "RenamedWarning", "option", "check_fields", "check_field", "add_flags", "given", "to_json",
+__all__ = ["env_section", "read_renamed", "note", "RenamedWarning", "option", "check_fields", "check_field", "add_flags", "given", "to_json",
            "from_json", "base_type", "flag_name", "NOT_GIVEN"]

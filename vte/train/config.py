@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from vte import registry
 from vte.config import NOT_GIVEN, add_flags as _add_flags
-from vte.config import check_field, env_section, from_json, given, note, option, to_json
+from vte.config import check_field, env_section, from_json, given, option, read_renamed, to_json
 from vte.rng import SEED_LIMIT
 
 GROUPS = ("training", "algorithm", "environment", "outputs")
@@ -159,39 +159,32 @@ class TrainConfig:
         return registry.registration(self.env)
 
     @classmethod
-    def of(cls, **fields) -> "TrainConfig":
+    def of(cls, **values) -> "TrainConfig":
         """A configuration from flat keywords, the flags' names (`PPOConfig.of(num_envs=64,
         num_nodes=8)`): the environment's fields go to its section (`env_config`), a
         planning teacher's `plan_*` to `plan`. Unknown names raise ValueError naming them."""
-        own = {f.name for f in fields_of(cls) if f.name not in SECTIONS}
-        reg = registry.registration(fields.get("env", "synthetic"))
-        section = {f.name for f in fields_of(reg.config)}
+        own = {f.name for f in fields(cls) if f.name not in SECTIONS}
+        reg = registry.registration(values.get("env", "synthetic"))
+        section = {f.name for f in fields(reg.config)}
         planner = reg.planner
-        plan = {f.name for f in fields_of(planner)} if planner is not None else set()
+        plan = ({f.name for f in fields(planner)}
+                if planner is not None and "plan" in cls.__dataclass_fields__ else set())
         kwargs, env_values, plan_values = {}, {}, {}
-        for name, value in fields.items():
-            if name in reg.renamed and name not in own and reg.renamed[name] not in fields:
-                note(f"{name}= is {reg.renamed[name]}= with env={reg.flag!r} (renamed)")
-                name = reg.renamed[name]
+        for name, value in read_renamed(reg, values, lambda n: f"{n}=").items():
             if name in own:
                 kwargs[name] = value
             elif name in section:
                 env_values[name] = value
-            elif name.startswith("plan_") and name[5:] in plan and "plan" in cls.field_names():
+            elif name.startswith("plan_") and name[5:] in plan:
                 plan_values[name[5:]] = value
             else:
-                plans = plan and "plan" in cls.field_names()
                 raise ValueError(f"{name!r} is not a field of {cls.__name__} with --env "
                                  f"{reg.flag}: allowed {sorted(own | section)}"
-                                 + (f" and plan_{{{', '.join(sorted(plan))}}}" if plans else ""))
+                                 + (f" and plan_{{{', '.join(sorted(plan))}}}" if plan else ""))
         kwargs["env_config"] = reg.config(**env_values)
         if plan_values:
             kwargs["plan"] = planner(**plan_values)
         return cls(**kwargs)
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields_of(cls))
 
     # ------------------------------------------------------------------ derived
 
@@ -253,7 +246,7 @@ class TrainConfig:
             raise KeyError(", ".join(sorted(missing)))
         kwargs["env"] = reg.flag
         kwargs["env_config"] = env_section(config)
-        if "plan" in cls.field_names():
+        if "plan" in cls.__dataclass_fields__:
             kwargs["plan"] = _saved_plan(config, reg, kwargs.get("teacher"))
         return cls(**kwargs)
 
@@ -281,7 +274,7 @@ class TrainConfig:
                     seen.add(old)
                     parser.add_argument(f"--{old.replace('_', '-')}", dest=old,
                                         default=NOT_GIVEN, help=argparse.SUPPRESS)
-        if "plan" in cls.field_names():
+        if "plan" in cls.__dataclass_fields__:
             planners = {registry.registration(e).planner for e in ENVS} - {None}
             for planner in planners:
                 _add_flags(planner, parser.add_argument_group(
@@ -299,34 +292,26 @@ class TrainConfig:
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
         reg = registry.registration(values["env"])
         own = {f.name for f in fields(reg.config)}
-        env_values = given(reg.config, args)
-        seen = set(own)
-        for env in ENVS:
+        env_values = given(reg.config, args)            # its own flags, then any other:
+        for env in ENVS:                                 # another's, or an old name
             other = registry.registration(env)
             for name in [f.name for f in fields(other.config)] + list(other.renamed):
-                if name in seen or not hasattr(args, name):
-                    continue
-                seen.add(name)
-                if name in reg.renamed:
-                    new = reg.renamed[name]
-                    if new in env_values:
-                        raise invalid(name, getattr(args, name), f"not given with "
-                                      f"--{new.replace('_', '-')} (its new name with --env "
-                                      f"{reg.flag})", depends=(new,))
-                    note(f"--{name.replace('_', '-')} is --{new.replace('_', '-')} with "
-                         f"--env {reg.flag} (renamed)")
+                if name not in env_values and hasattr(args, name):
                     v = getattr(args, name)
-                    env_values[new] = tuple(v) if isinstance(v, list) else v
-                elif name not in (f.name for f in fields(reg.config)):
-                    owner = [e for e in ENVS if name in
-                             {f.name for f in fields(registry.registration(e).config)}
-                             | set(registry.registration(e).renamed)]
-                    raise invalid(name, getattr(args, name), f"no value with --env {reg.flag} "
-                                  f"(a flag of --env {'/'.join(owner)}; --env {reg.flag}'s own: "
-                                  + ", ".join(f"--{n.replace('_', '-')}" for n in sorted(own))
-                                  + ")", depends=("env",))
+                    env_values[name] = tuple(v) if isinstance(v, list) else v
+        env_values = read_renamed(reg, env_values)
+        stray = sorted(set(env_values) - own)
+        if stray:
+            name = stray[0]
+            owner = [e for e in ENVS if name in
+                     {f.name for f in fields(registry.registration(e).config)}
+                     | set(registry.registration(e).renamed)]
+            raise invalid(name, env_values[name], f"no value with --env {reg.flag} (a flag of "
+                          f"--env {'/'.join(owner)}; --env {reg.flag}'s own: "
+                          + ", ".join(f"--{n.replace('_', '-')}" for n in sorted(own))
+                          + ")", depends=("env",))
         values["env_config"] = reg.config(**env_values)
-        if "plan" in cls.field_names():
+        if "plan" in cls.__dataclass_fields__:
             planner = reg.planner
             plan = {} if planner is None else given(planner, args, "plan_")
             for env in ENVS:
@@ -352,10 +337,6 @@ class TrainConfig:
         parser = argparse.ArgumentParser(allow_abbrev=False)
         cls.add_flags(parser)
         return cls.from_namespace(parser.parse_args(argv))
-
-
-def fields_of(cls) -> tuple:
-    return fields(cls)
 
 
 def _saved_plan(config: dict, reg, teacher):
