@@ -1,8 +1,8 @@
-"""Pictures of Cluster-v0: a cluster's state as a matplotlib Figure, and episodes.
+"""Pictures of Cluster-v0: a cluster's state as a matplotlib Figure.
 
     from vte.cluster import viewer
     fig = viewer.render(state, params, action=3, optimal=state.scores.optimum)
-    rgb = viewer.frame(state, params)            # (720, 1280, 3) uint8
+    rgb = vte.render.frame(state, params)        # (720, 1280, 3) uint8, its pixels
 
 `vte.render(state, params, ...)` (the front door, `vte/render.py`) draws with this module;
 `python -m vte.render` draws an episode of any registered environment.
@@ -44,7 +44,7 @@ from vte import registry
 from vte.cluster.params import EnvParams
 from vte.cluster.dynamics import measure
 from vte.cluster.types import EnvState
-from vte.render import DPI, FIGSIZE, FRAME_SHAPE, env_episode_frames, to_rgb
+from vte.render import DPI, FIGSIZE
 
 UTIL_CMAP = "RdYlGn_r"  # green idle ... red busy
 CHOSEN_COLOR = "tab:blue"
@@ -290,30 +290,8 @@ def render(state: EnvState, params: EnvParams, action=None, optimal=None,
              linespacing=1.5)
     return fig
 
-def frame(state: EnvState, params: EnvParams, action=None, optimal=None,
-          caption: str | None = None) -> np.ndarray:
-    """`render` as pixels: (FRAME_SHAPE[0], FRAME_SHAPE[1], 3) uint8."""
-    return to_rgb(render(state, params, action, optimal, caption))
-
-
-# --------------------------------------------------------------------------
-# An episode under a policy
-# --------------------------------------------------------------------------
-
 Policy = Callable[[jax.Array, object, EnvParams], jax.Array]
 
-
-def episode_frames(policy: Policy, params: EnvParams, key: jax.Array,
-                   steps: int) -> list[np.ndarray]:
-    """`steps` frames of one episode: each the state before a decision, with the policy's
-    action and the optimal one. Deterministic for a key (the policy draws its own key
-    from it). Auto-resets as `vte.step` does when `steps` exceeds `episode_len`."""
-    if not callable(policy):
-        raise ValueError(f"policy={policy!r} is invalid: allowed a callable "
-                         f"(key, obs, params) -> action")
-    env, params = SYNTHETIC.make(params=params)
-    return env_episode_frames(SYNTHETIC.id, SYNTHETIC.as_action(policy), key, steps,
-                              env=env, params=params)
 
 def resolve_policy(spec: str, run_seed: int = 0) -> tuple[Policy, dict | None]:
     """A policy of the synthetic cluster from a heuristic name (`vte.cluster.heuristics.ALL`) or a
