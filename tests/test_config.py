@@ -150,3 +150,18 @@ def test_importing_an_old_path_leaves_the_new_module_its_own_spec():
     new = importlib.import_module("vte.cluster.twin")
     assert new.__spec__.name == "vte.cluster.twin"
     assert importlib.reload(new) is new
+
+
+def test_every_console_command_starts_jax_distributed_before_the_trainer():
+    """`vte-ppo` and `vte-imitate` go through `multihost.launch`, which reads the
+    --coordinator flags before importing the trainer (importing it starts JAX)."""
+    import os
+    import tomllib
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        scripts = tomllib.load(f)["project"]["scripts"]
+    assert set(scripts) == {"vte-ppo", "vte-imitate"}
+    for target in scripts.values():
+        module, _, name = target.partition(":")
+        assert module == "vte.train.multihost" and callable(
+            getattr(importlib.import_module(module), name))

@@ -8,10 +8,8 @@ This folder holds scripts only, so an installed vte claims no top-level package 
 import sys
 
 if __name__ == "__main__":
-    from vte.train import multihost      # several hosts: before JAX starts
-    multihost.initialize_from_command_line()
-    from vte.train.ppo import main
-    main()
+    from vte.train.multihost import launch      # several hosts: before JAX starts
+    launch("vte.train.ppo")
 else:
     from vte.train import ppo as _module
     sys.modules[__name__] = _module

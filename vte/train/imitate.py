@@ -33,17 +33,19 @@ rounding (a test).
 
 from __future__ import annotations
 
-import jax
+if __name__ == "__main__":  # python -m vte.train.imitate: JAX distributed before JAX starts
+    from vte.train.multihost import launch
+    launch("vte.train.imitate")
+    raise SystemExit(0)
+
+import jax  # noqa: E402
 import jax.numpy as jnp
 import optax
 
-if __name__ == "__main__":  # several hosts: before JAX starts
-    from vte.train import multihost
-    multihost.initialize_from_command_line()
-from vte.train import core, run  # noqa: E402
-from vte.train.config import ImitateConfig  # noqa: E402
-from vte.train.core import Runner, Transition  # noqa: E402
-from vte.train.envs import make_env  # noqa: E402
+from vte.train import core, run
+from vte.train.config import ImitateConfig
+from vte.train.core import Runner, Transition
+from vte.train.envs import make_env
 
 
 def make_update(config: ImitateConfig, network=None):
@@ -201,6 +203,3 @@ def make_train(config: ImitateConfig):
 def main(argv=None) -> dict:
     return run.main(argv, ImitateConfig, make_update, __doc__.splitlines()[0])
 
-
-if __name__ == "__main__":
-    main()

@@ -8,14 +8,16 @@ The flags default to the environment variables `JAX_COORDINATOR_ADDRESS`,
 than one task, `jax.distributed.initialize()` finds all three itself. With none of these,
 nothing is initialised: a single process.
 
-`jax.distributed.initialize` must run before anything starts JAX's backend, and
-importing `vte` does, so the scripts call `initialize` before they import `vte.train.run`.
-This module imports no part of `vte`.
+`jax.distributed.initialize` must run before anything starts JAX's backend, so every
+command line of a trainer (`train/ppo.py`, `train/imitate.py`, `vte-ppo`, `vte-imitate`,
+`python -m vte.train.ppo`) starts with `launch`, which initialises from the flags and only
+then imports the trainer. This module imports no part of `vte`.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from typing import Sequence
@@ -126,3 +128,20 @@ def initialize_from_command_line() -> None:
         initialize(sys.argv[1:])
     except ValueError:
         pass
+
+
+def launch(module: str) -> None:
+    """A trainer from the command line: `jax.distributed.initialize` from its flags first
+    (`initialize_from_command_line`), then `module`'s `main()`."""
+    initialize_from_command_line()
+    importlib.import_module(module).main()
+
+
+def ppo() -> None:
+    """The `vte-ppo` command: `python train/ppo.py`."""
+    launch("vte.train.ppo")
+
+
+def imitate() -> None:
+    """The `vte-imitate` command: `python train/imitate.py`."""
+    launch("vte.train.imitate")

@@ -47,16 +47,18 @@ small and grow over some ten steps.
 
 from __future__ import annotations
 
-import jax
+if __name__ == "__main__":  # python -m vte.train.ppo: JAX distributed before JAX starts
+    from vte.train.multihost import launch
+    launch("vte.train.ppo")
+    raise SystemExit(0)
+
+import jax  # noqa: E402
 import jax.numpy as jnp
 
-if __name__ == "__main__":  # several hosts: before JAX starts
-    from vte.train import multihost
-    multihost.initialize_from_command_line()
-from vte.train import core, run  # noqa: E402
-from vte.train.config import PPOConfig  # noqa: E402
-from vte.train.core import Runner, Transition  # noqa: E402
-from vte.train.envs import make_env  # noqa: E402
+from vte.train import core, run
+from vte.train.config import PPOConfig
+from vte.train.core import Runner, Transition
+from vte.train.envs import make_env
 
 
 def make_update(config: PPOConfig, network=None):
@@ -223,6 +225,3 @@ def make_train(config: PPOConfig):
 def main(argv=None) -> dict:
     return run.main(argv, PPOConfig, make_update, __doc__.splitlines()[0])
 
-
-if __name__ == "__main__":
-    main()
