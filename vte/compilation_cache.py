@@ -64,6 +64,12 @@ def use(path: str | None) -> str | None:
         if not jax.config.jax_enable_compilation_cache:
             return None
         path = jax.config.jax_compilation_cache_dir or DEFAULT_CACHE
+    if path != jax.config.jax_compilation_cache_dir:
+        # A program compiled before this call (an import that builds arrays) opened the
+        # cache in the folder configured then ($JAX_COMPILATION_CACHE_DIR): reopen it here,
+        # or the flag would be ignored.
+        from jax.experimental.compilation_cache import compilation_cache as cc
+        cc.reset_cache()
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_enable_compilation_cache", True)
     return path

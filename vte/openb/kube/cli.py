@@ -5,6 +5,7 @@
         --in-cluster] [--tls-cert FILE --tls-key FILE] [--typical default|snapshot|PATH]
         [--convention FILE] [--gpu-milli-key K] [--gpu-count-key K] [--gpu-model-key K]
         [--gpu-index-key K] [--warmup-nodes 1213,2048] [--max-body-bytes N] [--seed 0]
+        [--compilation-cache DIR|off]
 
 --policy: any name of `python -m vte.openb --policies` (random, dot_product,
 gpu_clustering, gpu_packing, best_fit, fgd, pwr, pwr_fgd:<a>, pwr_within:..., a trained run
@@ -24,6 +25,7 @@ import argparse
 import logging
 import sys
 
+from vte import compilation_cache
 from vte.openb.kube.extender import BODY_TIMEOUT_S, MAX_BODY_BYTES
 
 
@@ -118,6 +120,7 @@ def parser() -> argparse.ArgumentParser:
                    "the tie-break ranks")
     p.add_argument("--log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug"])
+    compilation_cache.add_flag(p, "a restarted extender (the same policy and node counts)")
     return p
 
 
@@ -133,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("error: --tls-cert and --tls-key go together")
     _, sock = srv.checked_bind(args.host, args.port, lambda: srv.protocol(
         args.header_timeout_s, args.max_connections))
+    compilation_cache.use(getattr(args, "compilation_cache", None))   # before any compile
     try:
         app, name, binder = build(args)
     except (ValueError, OSError, ImportError) as err:
