@@ -528,3 +528,73 @@ def test_nodes_in_full_as_go_writes_them_take_the_fast_path(trace, typical):
             f = client.post("/vte/filter", content=b)
             assert f.json()["Error"] == "" and f.json()["Nodes"]["items"] == expect
             assert client.post("/vte/prioritize", content=b).status_code == 200
+
+
+def test_a_cluster_of_other_gpu_models_is_served_by_the_agnostic_network_only(tmp_path,
+                                                                               monkeypatch):
+    """An operator's cluster of H100 and A100 nodes, the models added to the per-model table
+    by the JSON file the environment variable names: the extender serves it with the zoo's
+    model-agnostic network (it filters, prioritizes and binds), and refuses the one-hot
+    network before serving, naming what that one lacks."""
+    from vte.openb import power
+    from vte.openb.kube import cli
+    monkeypatch.setattr(power, "GPU_MODELS", dict(power.GPU_MODELS))
+    monkeypatch.setattr(power, "GPU_WATTS", dict(power.GPU_WATTS))
+    table = tmp_path / "models.json"
+    table.write_text(json.dumps({"H100-80GB": {"memory_gib": 80, "idle_w": 60, "max_w": 700},
+                                 "A100-40GB": {"memory_gib": 40, "idle_w": 50, "max_w": 400}}))
+    assert power.load_gpu_models(str(table)) == ["H100-80GB", "A100-40GB"]
+    snapshot = {"apiVersion": "v1", "kind": "List", "items": [
+        gpu_node("h", 8, model="H100-80GB", cpu="96", memory="1024Gi"),
+        gpu_node("a", 4, model="A100-40GB"),
+        pod("run", count="1", milli="1000", node="a", index="0", phase="Running")]}
+    (tmp_path / "s.json").write_text(json.dumps(snapshot))
+    flags = ["--snapshot", str(tmp_path / "s.json"), "--typical", "snapshot",
+             "--url-prefix", "/vte"]
+    with pytest.raises(ValueError, match=r"'zoo:openb-evidence': .* this one has 9 \(A100-40GB, "
+                                         r"H100-80GB unknown to it\).* agnostic encoding"):
+        cli.build(cli.parser().parse_args(["--policy", "zoo:openb-evidence"] + flags))
+    app, name, _ = cli.build(cli.parser().parse_args(["--policy", "zoo:openb-agnostic"] + flags))
+    with TestClient(app) as client:
+        p = pod("p", count="2", milli="1000", models="H100-80GB|A100-40GB")
+        f = client.post("/vte/filter", json={"Pod": p, "NodeNames": ["h", "a"]}).json()
+        assert f["Error"] == "" and f["NodeNames"] == ["h", "a"]
+        pr = client.post("/vte/prioritize", json={"Pod": p, "NodeNames": ["h", "a"]}).json()
+        assert sorted(s["Host"] for s in pr) == ["a", "h"]
+        assert max(s["Score"] for s in pr) == 10 and all(0 <= s["Score"] <= 10 for s in pr)
+        best = max(pr, key=lambda s: s["Score"])["Host"]
+        b = client.post("/vte/bind", json={"PodName": "p", "PodUID": "uid-p", "Node": best})
+        assert b.json() == {"Error": ""}
+        assert app.state.extender.twin.allocation()["uid-p"][0] == best
+
+
+@pytest.mark.slow   # a server process: imports, compiles the scoring (~10 s)
+def test_the_extender_command_serves_and_keeps_its_programs_in_the_cache(tmp_path):
+    """`python -m vte.serve --protocol kube-extender` as an operator starts it: it answers
+    /health once the snapshot's scoring is compiled, and that program is kept in the
+    `--compilation-cache` folder, so a restart loads it instead of compiling again."""
+    import sys
+    import urllib.request
+    snapshot = {"apiVersion": "v1", "kind": "List",
+                "items": [gpu_node("a", 4), gpu_node("b", 2, model="T4")]}
+    (tmp_path / "s.json").write_text(json.dumps(snapshot))
+    cache, port = tmp_path / "jax", free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "vte.serve", "--protocol", "kube-extender", "--policy", "fgd",
+         "--snapshot", str(tmp_path / "s.json"), "--port", str(port),
+         "--compilation-cache", str(cache)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(600):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health") as r:
+                    assert json.load(r)["status"] == "ok"
+                    break
+            except OSError:
+                assert server.poll() is None, server.stdout.read().decode()
+                time.sleep(0.1)
+        else:
+            pytest.fail("no /health answer in 60 s")
+    finally:
+        server.kill()
+        server.wait()
+    assert cache.is_dir() and any(cache.iterdir())

@@ -113,8 +113,7 @@ def test_old_runs_are_one_hot_new_ones_agnostic_and_neither_seeds_the_other():
 @pytest.mark.slow   # one compiled episode of the network on two banks (~30 s)
 def test_a_cluster_of_renamed_models_gets_the_same_decisions_and_refuses_one_hot(tmp_path, table):
     """OpenB's cluster with T4 renamed A100-40GB and V100M32 H100-80GB (the table giving
-    them the same numbers): on a 16-node sub-cluster the agnostic network (the zoo's when it
-    is agnostic) sees the same observations and places every pod where it does on the
+    them the same numbers): on a 16-node sub-cluster the zoo's agnostic network sees the same observations and places every pod where it does on the
     original names; a one-hot network is refused, naming the models it was trained on."""
     from vte.openb.trace import DATA_DIR, load_nodes, load_pods
     nodes = load_nodes("gpu")
@@ -125,12 +124,10 @@ def test_a_cluster_of_renamed_models_gets_the_same_decisions_and_refuses_one_hot
     banks = [oenv.make_params(n, p, seeds=[42], subset=16) for n, p in (
         (nodes, load_pods("default", nodes)), (renamed, load_pods(pod_file, renamed)))]
     assert banks[0].power.gpu_busy_w.tolist() != banks[1].power.gpu_busy_w.tolist()  # reordered
-    config = ckpt.load_config("zoo:openb-evidence")
+    config = ckpt.load_config("zoo:openb-agnostic")
+    assert encoding_of_config(config) == "agnostic"
     net = OpenBNet(hidden=config["hidden"])
-    if encoding_of_config(config) == "agnostic":
-        variables = ckpt.load_variables("zoo:openb-evidence")
-    else:
-        variables = net.init(jax.random.PRNGKey(0), oenv.reset(jax.random.PRNGKey(0), banks[0])[0])
+    variables = ckpt.load_variables("zoo:openb-agnostic")
     assert encoding_of(variables) == "agnostic"
 
     @jax.jit
@@ -159,15 +156,19 @@ def test_a_cluster_of_renamed_models_gets_the_same_decisions_and_refuses_one_hot
 
 
 def test_the_zoos_one_hot_network_is_refused_on_renamed_models_naming_its_own(table):
-    """Through its run's config (no field: one-hot), before any replay."""
+    """Through its run's config, before any replay; the agnostic network is not."""
     from vte.openb.registration import learned_policy
-    if encoding_of_config(ckpt.load_config("zoo:openb-evidence")) != "onehot":
-        pytest.skip("the zoo's network is model-agnostic")
+    assert encoding_of_config(ckpt.load_config("zoo:openb-evidence")) == "onehot"
     renamed = tuple(sorted(RENAMED.get(m, m) for m in power.BUNDLED_MODELS))
     with pytest.raises(ValueError, match=r"openb-evidence.*trained on A10, G2, G3, P100, T4, "
                                          r"V100M16, V100M32; .*\(A100-40GB, H100-80GB unknown"):
         learned_policy("zoo:openb-evidence", renamed)
-    with pytest.raises(ValueError, match=r"with 7 GPU models; this one has 6: use the node file "
-                                         r"it trained on \(one-hot: A10, G2"):
+    with pytest.raises(ValueError, match=r"with 7 GPU models; this one has 6 \(A100-40GB, "
+                                         r"H100-80GB unknown to it\): use the node file it "
+                                         r"trained on \(one-hot: A10, G2.*, or a network of the "
+                                         r"agnostic encoding"):
         learned_policy("zoo:openb-evidence", renamed[:6])
     assert callable(learned_policy("zoo:openb-evidence", power.BUNDLED_MODELS))
+    # The zoo's model-agnostic network serves the renamed cluster, and any number of models.
+    assert callable(learned_policy("zoo:openb-agnostic", renamed))
+    assert callable(learned_policy("zoo:openb-agnostic", renamed[:6]))

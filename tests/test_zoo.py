@@ -15,7 +15,7 @@ from vte import checkpoint as ckpt
 from vte import zoo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHIPPED = ["cluster-imitate", "openb-evidence"]
+SHIPPED = ["cluster-imitate", "openb-agnostic", "openb-evidence"]
 
 
 def test_the_zoo_lists_its_schedulers_each_a_run_directory_with_one_checkpoint():
@@ -62,7 +62,7 @@ def test_an_unknown_name_is_named_with_the_zoos_names(tmp_path, monkeypatch):
     for call in (lambda: vte.load_policy("zoo:nope"), lambda: zoo.path("nope"),
                  lambda: ckpt.is_run_path("zoo:nope@3"), lambda: zoo.card("zoo:nope")):
         with pytest.raises(ValueError, match="'zoo:nope(@3)?' is not a scheduler of the zoo: "
-                                             "allowed cluster-imitate, openb-evidence"
+                                             "allowed cluster-imitate, openb-agnostic, openb-evidence"
                                              "|'nope' is not"):
             call()
     assert not ckpt.is_run_path("nope")             # a bare unknown name is not a run

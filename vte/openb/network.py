@@ -131,9 +131,11 @@ def as_policy(net: OpenBNet, variables, num_models: int | Sequence[str], prefere
         known = trained_models is not None and names is not None
         trained = f" (one-hot: {', '.join(trained_models)})" if known else ""
         if columns != count:
+            lacks = [m for m in names if m not in trained_models] if known else []
+            unknown = f" ({', '.join(lacks)} unknown to it)" if lacks else ""
             raise ValueError(f"the network was trained on a node file with {columns} GPU "
-                             f"models; this one has {count}: use the node file it trained "
-                             f"on{trained}")
+                             f"models; this one has {count}{unknown}: use the node file it "
+                             f"trained on{trained}, or a network of the agnostic encoding")
         if known and tuple(trained_models) != names:
             lacks = [m for m in names if m not in trained_models]
             raise ValueError(
