@@ -59,6 +59,12 @@ def test_the_flag_wins_over_a_cache_opened_by_an_earlier_compile(tmp_path):
     flag = [p.name for p in (tmp_path / "flag").iterdir()]
     assert any(name.startswith("jit__lambda") for name in flag), flag
     assert not any(p.name.startswith("jit__lambda") for p in (tmp_path / "env").iterdir())
+    # 'off' after the same early compile: the command's program is written nowhere.
+    off = code.replace(repr(str(tmp_path / "flag")), "'off'")
+    out = subprocess.run([sys.executable, "-c", off], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert not any(p.name.startswith("jit__lambda") for p in (tmp_path / "env").iterdir())
 
 
 @pytest.mark.parametrize("command", [["vte.evaluate"], ["vte.openb"],

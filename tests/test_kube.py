@@ -568,33 +568,60 @@ def test_a_cluster_of_other_gpu_models_is_served_by_the_agnostic_network_only(tm
         assert app.state.extender.twin.allocation()["uid-p"][0] == best
 
 
-@pytest.mark.slow   # a server process: imports, compiles the scoring (~10 s)
-def test_the_extender_command_serves_and_keeps_its_programs_in_the_cache(tmp_path):
-    """`python -m vte.serve --protocol kube-extender` as an operator starts it: it answers
-    /health once the snapshot's scoring is compiled, and that program is kept in the
-    `--compilation-cache` folder, so a restart loads it instead of compiling again."""
+@pytest.mark.slow   # two server processes: imports, the network's scoring compiled once
+def test_the_extender_command_serves_new_gpu_models_and_restarts_from_its_cache(tmp_path):
+    """`python -m vte.serve --protocol kube-extender` as an operator starts it on a cluster
+    of H100 and A100 nodes, the models given by the file `VTE_OPENB_GPU_MODELS` names: with
+    `zoo:openb-agnostic` it answers /health once the snapshot's scoring is compiled, and
+    prioritizes a pod; that program is kept in `--compilation-cache`, and a restart reads it
+    back (JAX logs each persistent-cache hit with JAX_LOG_COMPILES)."""
+    import os
     import sys
     import urllib.request
-    snapshot = {"apiVersion": "v1", "kind": "List",
-                "items": [gpu_node("a", 4), gpu_node("b", 2, model="T4")]}
+    models = tmp_path / "models.json"
+    models.write_text(json.dumps({"H100-80GB": {"memory_gib": 80, "idle_w": 60, "max_w": 700},
+                                  "A100-40GB": {"memory_gib": 40, "idle_w": 50, "max_w": 400}}))
+    snapshot = {"apiVersion": "v1", "kind": "List", "items": [
+        gpu_node("h", 8, model="H100-80GB", cpu="96", memory="1024Gi"),
+        gpu_node("a", 4, model="A100-40GB")]}
     (tmp_path / "s.json").write_text(json.dumps(snapshot))
-    cache, port = tmp_path / "jax", free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "vte.serve", "--protocol", "kube-extender", "--policy", "fgd",
-         "--snapshot", str(tmp_path / "s.json"), "--port", str(port),
-         "--compilation-cache", str(cache)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        for _ in range(600):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health") as r:
-                    assert json.load(r)["status"] == "ok"
-                    break
-            except OSError:
-                assert server.poll() is None, server.stdout.read().decode()
-                time.sleep(0.1)
-        else:
-            pytest.fail("no /health answer in 60 s")
-    finally:
-        server.kill()
-        server.wait()
-    assert cache.is_dir() and any(cache.iterdir())
+    cache = tmp_path / "jax"
+    env = {**os.environ, "VTE_OPENB_GPU_MODELS": str(models), "JAX_LOG_COMPILES": "1",
+           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+
+    def serve():
+        port = free_port()
+        server = subprocess.Popen(
+            [sys.executable, "-m", "vte.serve", "--protocol", "kube-extender", "--policy",
+             "zoo:openb-agnostic", "--snapshot", str(tmp_path / "s.json"), "--port", str(port),
+             "--compilation-cache", str(cache)], env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT)
+        try:
+            for _ in range(900):
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health") as r:
+                        assert json.load(r)["status"] == "ok"
+                        break
+                except OSError:                             # refused, or 503 while warming
+                    assert server.poll() is None, server.stdout.read().decode()
+                    time.sleep(0.1)
+            else:
+                pytest.fail("no /health answer in 90 s")
+            p = pod("p", count="2", milli="1000", models="H100-80GB|A100-40GB")
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/prioritize", method="POST",
+                data=json.dumps({"Pod": p, "NodeNames": ["h", "a"]}).encode(),
+                headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request) as r:
+                scores = json.load(r)
+            assert sorted(s["Host"] for s in scores) == ["a", "h"]
+            assert max(s["Score"] for s in scores) == 10
+        finally:
+            server.kill()
+        return server.communicate()[0].decode()
+
+    first = serve()
+    assert any(f.name.startswith("jit_") for f in cache.iterdir())
+    hit = "Persistent compilation cache hit for 'jit__lambda'"     # the jitted scoring
+    assert hit not in first
+    assert hit in serve()                                    # the restart read it back

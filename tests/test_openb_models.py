@@ -113,8 +113,9 @@ def test_old_runs_are_one_hot_new_ones_agnostic_and_neither_seeds_the_other():
 @pytest.mark.slow   # one compiled episode of the network on two banks (~30 s)
 def test_a_cluster_of_renamed_models_gets_the_same_decisions_and_refuses_one_hot(tmp_path, table):
     """OpenB's cluster with T4 renamed A100-40GB and V100M32 H100-80GB (the table giving
-    them the same numbers): on a 16-node sub-cluster the zoo's agnostic network sees the same observations and places every pod where it does on the
-    original names; a one-hot network is refused, naming the models it was trained on."""
+    them the same numbers): on a 16-node sub-cluster the zoo's agnostic network sees the
+    same observations and places every pod where it does on the original names; a one-hot
+    network is refused, naming the models it was trained on."""
     from vte.openb.trace import DATA_DIR, load_nodes, load_pods
     nodes = load_nodes("gpu")
     renamed = load_nodes(_renamed(tmp_path, "nodes.csv",

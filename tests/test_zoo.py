@@ -71,6 +71,10 @@ def test_an_unknown_name_is_named_with_the_zoos_names(tmp_path, monkeypatch):
         _policies("fgd,zoo:nope")
     assert _policies("fgd,zoo:openb-evidence,plan:zoo:openb-evidence") == [
         "fgd", "zoo:openb-evidence", "plan:zoo:openb-evidence"]
+    from vte.openb.policies import POLICIES       # 'all' in a list: the published six
+    assert _policies("all,zoo:openb-agnostic") == list(POLICIES) + ["zoo:openb-agnostic"]
+    with pytest.raises(ValueError, match="names a policy twice"):
+        _policies("all,fgd")
 
 
 def test_a_folder_of_the_same_name_wins_over_the_zoo(tmp_path, monkeypatch):

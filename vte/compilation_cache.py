@@ -57,8 +57,10 @@ def use(path: str | None) -> str | None:
     import jax
     if path == "":
         raise ValueError("--compilation-cache='' is invalid: allowed a directory or 'off'")
+    from jax.experimental.compilation_cache import compilation_cache as cc
     if path == "off":
         jax.config.update("jax_enable_compilation_cache", False)
+        cc.reset_cache()          # closed, even if an earlier compile opened it
         return None
     if path is None:
         if not jax.config.jax_enable_compilation_cache:
@@ -68,7 +70,6 @@ def use(path: str | None) -> str | None:
         # A program compiled before this call (an import that builds arrays) opened the
         # cache in the folder configured then ($JAX_COMPILATION_CACHE_DIR): reopen it here,
         # or the flag would be ignored.
-        from jax.experimental.compilation_cache import compilation_cache as cc
         cc.reset_cache()
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_enable_compilation_cache", True)

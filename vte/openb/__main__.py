@@ -143,14 +143,16 @@ def _known(name: str) -> bool:
 
 def _policies(text: str) -> list[str]:
     """Names of published policies and trained run directories (`train/*.py --env openb`)."""
-    names = list(POLICIES) if text == "all" else [p.strip() for p in text.split(",") if p.strip()]
+    names = []
+    for p in (p.strip() for p in text.split(",")):      # 'all' anywhere: the published six
+        names += list(POLICIES) if p == "all" else [p] if p else []
     try:
         unknown = [p for p in names if not _known(p)]
     except ValueError as err:
         raise ValueError(f"--policies: {err}") from None
     if unknown or not names:
         raise ValueError(f"--policies {text!r}: unknown {unknown or 'empty list'}; "
-                         f"give 'all' or a comma-separated subset of {list(POLICIES)}, 'pwr', "
+                         f"give a comma-separated list of {list(POLICIES)} ('all': the six), 'pwr', "
                          "'pwr_fgd:<a>' (a integer in [0, 1000]), run directories of "
                          "train/ppo.py or train/imitate.py --env openb (DIR@STEP: one of "
                          "their checkpoints), 'pwr_within:<M>:' before one of those (PWR "
@@ -209,9 +211,10 @@ def main(argv: list[str] | None = None) -> dict:
                              "the seventeen of the paper's artifact) or a path; several joined "
                              "by commas, or 'all'")
     parser.add_argument("--policies", default="all",
-                        help=f"'all' or a comma-separated subset of {list(POLICIES)}, where a "
-                             "trained run directory (train/ppo.py --env openb --out DIR; "
-                             "DIR@STEP for its checkpoint STEP) is one more")
+                        help=f"a comma-separated list of {list(POLICIES)} ('all': those six), "
+                             "where a trained run directory (train/ppo.py --env openb --out DIR; "
+                             "DIR@STEP for its checkpoint STEP) or zoo:NAME is one more, e.g. "
+                             "all,zoo:openb-evidence (default: all)")
     parser.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
     parser.add_argument("--first-seed", type=int, default=42, help="first seed (published: 42..51)")
     parser.add_argument("--tune", type=float, default=1.3,

@@ -135,7 +135,8 @@ def as_policy(net: OpenBNet, variables, num_models: int | Sequence[str], prefere
             unknown = f" ({', '.join(lacks)} unknown to it)" if lacks else ""
             raise ValueError(f"the network was trained on a node file with {columns} GPU "
                              f"models; this one has {count}{unknown}: use the node file it "
-                             f"trained on{trained}, or a network of the agnostic encoding")
+                             f"trained on{trained}, or a network of the agnostic encoding (such as the "
+                             "zoo's openb-agnostic)")
         if known and tuple(trained_models) != names:
             lacks = [m for m in names if m not in trained_models]
             raise ValueError(
@@ -143,7 +144,7 @@ def as_policy(net: OpenBNet, variables, num_models: int | Sequence[str], prefere
                 f"{', '.join(trained_models)}; this node file's models are {', '.join(names)}"
                 + (f" ({', '.join(lacks)} unknown to it)" if lacks else " (another order)")
                 + ": use a node file of the models it trained on, or a network of the "
-                "agnostic encoding")
+                "agnostic encoding (such as the zoo's openb-agnostic)")
     elif columns != GPU_FEATURES:
         raise ValueError(f"the network has {columns} GPU-model input columns; the agnostic "
                          f"encoding has {GPU_FEATURES}: is its encoding onehot?")

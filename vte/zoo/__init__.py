@@ -2,7 +2,7 @@
 
     import vte
     policy = vte.load_policy("openb-evidence")        # or "zoo:openb-evidence"
-    vte.zoo.names()                                   # ['cluster-imitate', 'openb-evidence']
+    vte.zoo.names()                 # ['cluster-imitate', 'openb-agnostic', 'openb-evidence']
     print(vte.zoo.card("openb-evidence"))             # what it is, its figures, its limits
 
 Each scheduler is a folder `vte/zoo/NAME/` laid out as a training run directory

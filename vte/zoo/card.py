@@ -74,7 +74,8 @@ MARGINS = (4, 8, 12, 16)
 # What loading a one-hot network for a node file of another number of GPU models raises
 # (`vte.openb.network.as_policy`; tests/test_zoo.py checks the text against it).
 REFUSAL = ("the network was trained on a node file with {models} GPU models; this one has "
-           "K: use the node file it trained on, or a network of the agnostic encoding")
+           "K: use the node file it trained on, or a network of the agnostic encoding (such "
+           "as the zoo's openb-agnostic)")
 CHAIN = "train/openb_evidence_chain.sh"
 WHY_FAILED = {     # measured by benchmarks/failed_pods.py, seeds 42..51 (docs/history.md)
     "cpu250": "On cpu250 it fails more CPU-only pods than FGD and fewer GPU ones.",
@@ -317,6 +318,11 @@ also holds the published mixes PWR and PWR+FGD and wider margins).
 """
 
 
+def _of(count: int, total: int) -> str:
+    """'all 17' or '15 of the 17'."""
+    return f"all {total}" if count == total else f"{count} of the {total}"
+
+
 AGNOSTIC_FILES = "openb_agnostic"      # benchmarks/results/: its replays and chain's times
 
 
@@ -346,20 +352,25 @@ def openb_agnostic(name: str) -> str:
     times = _chain_times(AGNOSTIC_FILES)
     total = sum(s for _, s in times)
     (step,) = [int(s) for s in os.listdir(os.path.join(zoo.path(name), "checkpoints"))]
+    # The choice of the chain, on seeds 100..109: each run's end allocation, by run name.
+    chose = {policy.rsplit("/", 1)[-1]: figures["alloc_at_end"]["mean"]
+             for file in ("choice_rounds.json", "choice_evidence.json")
+             for policy, figures in _json(_result(AGNOSTIC_FILES, file))["policies"].items()}
     seeds = facts["seeds"]
     nodes, gpus = facts["cluster"]
     more_failed = ", ".join(f"{t} (+{d:.1f} a seed)" for t, d in facts["more_failed"]) or "none"
     closed = sorted(facts["closed"])
     columns = "\n".join(f"  - `{c.name}`: {c.meaning}" for c in GPU_COLUMNS)
     models = made["onehot"][0].model_names
+    table = made["onehot"][1].power                  # OpenB's models' rows of the table
     return f"""## openb-agnostic: the OpenB scheduler network for any GPU models
 
 A learned scheduler for the OpenB trace (the Alibaba GPU cluster of the FGD paper) that
 reads no GPU model's name: a node's model enters as numbers from a per-model table, so it
 places pods on a cluster of models the trace lacks (A100, H100, ...) once the table has
-them. It allocates more GPUs than FGD at the end of the replay on {facts['ahead']} of the
-{len(rows)} bundled traces (mean {mean_gain:+.2f} points); `openb-evidence`, which reads a
-one-hot of OpenB's {len(models)} models and serves only them, gains {shipped_mean:+.2f}.
+them. It allocates more GPUs than FGD at the end of the replay on {_of(facts['ahead'], len(rows))}
+bundled traces (mean {mean_gain:+.2f} points); `openb-evidence`, which reads a one-hot of
+OpenB's {len(models)} models and serves only them, gains {shipped_mean:+.2f}.
 
 ```python
 import vte
@@ -369,7 +380,7 @@ policy = vte.load_policy("openb-agnostic")   # (key, state, pod, feasible, spec)
 ```bash
 python -m vte.openb --pods default --policies fgd,zoo:openb-agnostic --seeds 10
 python -m vte.openb --cluster SNAPSHOT --policies all,zoo:openb-agnostic   # your own cluster
-python -m vte.serve --protocol kube-extender --policy zoo:openb-agnostic    # docs/kubernetes.md
+python -m vte.serve --protocol kube-extender --policy zoo:openb-agnostic --snapshot SNAPSHOT
 ```
 
 ### What it is
@@ -378,18 +389,20 @@ python -m vte.serve --protocol kube-extender --policy zoo:openb-agnostic    # do
   parameters, the architecture of `openb-evidence`: one shared MLP per node, a deep-sets
   context (mean and max over the nodes), the same weights for any number of nodes.
 - **Inputs** (`vte.openb.env.Observation`, encoding `{env['encoding']}`): per node
-  {node_features} features (its free CPU, memory and GPUs, FGD's gain and score, its rank,
-  ...), the pod to place and the arrived share of the cluster's GPUs (as `openb-evidence`),
-  and {len(GPU_COLUMNS)} for the node's GPU model:
+  {node_features} features as `openb-evidence` reads them (its free CPU, memory and GPUs,
+  FGD's gain and score, its rank, ...) and {len(GPU_COLUMNS)} for its GPU model:
 {columns}
 
-  Trained at power preference 0: the power inputs add nothing.
+  Besides: the pod to place and the arrived share of the cluster's GPUs. Trained at power
+  preference 0: the observation's power fields (`preference`, `power`) add nothing; the
+  GPU model's watts above do (they tell apart models of the same memory).
 - **Your GPU models**: the table is `vte.openb.power.GPU_MODELS` (memory in GiB, idle and
   busy watts of one GPU; OpenB's {len(models)} models are in it). Add yours with
   `vte.openb.power.add_gpu_model`, or a JSON file `{{"H100-80GB": {{"memory_gib": 80,
-  "idle_w": 60, "max_w": 700}}}}` named in the environment variable `VTE_OPENB_GPU_MODELS`
-  (commands and the extender read it too). A cluster with a model the table lacks is
-  refused before any work, naming the model.
+  "idle_w": 60, "max_w": 700}}}}` named in the environment variable `VTE_OPENB_GPU_MODELS`,
+  which `python -m vte.openb` and the extender read. A snapshot with a model the table
+  lacks is refused before any work, naming the model; the extender serves the models of
+  its `--snapshot` and `--models` (docs/kubernetes.md).
 - **How it acts**: it scores every node; the replay places the pod on the best-scored
   feasible node (ties to the smallest rank), and a pod that shares a GPU takes FGD's GPU on
   that node. Greedy and deterministic.
@@ -406,8 +419,11 @@ python -m vte.serve --protocol kube-extender --policy zoo:openb-agnostic    # do
   planner over the second round's network, FGD playing its {config['plan']['futures']}
   futures, leaving the network's node only on evidence (z = {config['plan']['confidence']:g}).
   `openb-evidence`'s chain has a third planner round between; the agnostic network's
-  third round fell back on `default`'s seeds 100..109, so its chain skips it (the script's
-  comments give the figures). Its config.json names the folder it was trained from,
+  third round scored lower on `default`'s seeds 100..109 ({chose['round3']:.2f} against
+  round 2's {chose['round2']:.2f}) and an evidence round over it stayed there
+  ({chose['evidence']:.2f}), while over round 2 it kept {chose['evidence_r2']:.2f}, so its
+  chain skips that round (seeds 100..109 chose; the figures below are on 42..51). Its
+  config.json names the folder it was trained from,
   `{config['init_from']}`, which is not shipped; loading does not read it.
 - **Retrain it** from scratch:
 
@@ -415,8 +431,9 @@ python -m vte.serve --protocol kube-extender --policy zoo:openb-agnostic    # do
 bash {CHAIN} DIR        # the network is DIR/evidence
 ```
 
-  {total} s ({total / 60:.1f} min) of training on {MACHINE} shared with other work
-  (2026-12-07): {', '.join(f'{n} {s} s' for n, s in times)}
+  About {total / 60:.0f} min of training on {MACHINE} shared with other work (2026-12-07):
+  {', '.join(f'{n} {s} s' for n, s in times)}. The first three as the script timed them;
+  the evidence round's from its run folder's file times, as it was run alone after them
   (benchmarks/results/{AGNOSTIC_FILES}/times.txt in the repository).
 
 ### GPU allocation on the seventeen traces
@@ -445,8 +462,10 @@ named there by the folder it was measured in).
 - **More failed pods than FGD**: {more_failed}.
 - **Renamed models, measured; new ones, not**: a cluster whose models are OpenB's under
   other names (the table giving them OpenB's numbers) gets the same decisions
-  (tests/test_openb_models.py). On models whose numbers lie outside the table's range
-  (an 80 GiB, 700 W GPU) the network extrapolates; that is untested.
+  (tests/test_openb_models.py). On models whose numbers lie outside OpenB's (at most
+  {max(table.gpu_memory_gib):g} GiB and {max(table.gpu_busy_w):g} W: an 80 GiB, 700 W H100) the network extrapolates, and how well is not
+  measured: replay your cluster against FGD first (`python -m vte.openb --cluster
+  SNAPSHOT --policies all,zoo:openb-agnostic`).
 - **Trained on {env['subset']}-node sub-clusters** of three traces; the figures above are
   the full cluster's. **Allocation, not power**: trained at power preference 0.
 """

@@ -9,14 +9,19 @@
 
 --policy: any name of `python -m vte.openb --policies` (random, dot_product,
 gpu_clustering, gpu_packing, best_fit, fgd, pwr, pwr_fgd:<a>, pwr_within:..., a trained run
-directory, zoo:openb-evidence, plan:...). --snapshot: what `kubectl get nodes,pods -A -o
+directory, zoo:openb-evidence, zoo:openb-agnostic for GPU models other than OpenB's,
+plan:...). --snapshot: what `kubectl get nodes,pods -A -o
 json` prints (nodes and the pods bound on them at start). --watch: list and watch pods
 (and list nodes) with the kube client, so pods bound or deleted by others are counted.
 With a kube client (--kubeconfig, --in-cluster, or --watch with the default kubeconfig)
 /bind patches the pod's GPU-index annotation and creates its binding; without one it
 records the bind only (a dry run: do not give kube-scheduler a bindVerb then).
 --typical: the trace whose typical pods FGD's fragmentation weighs (default: the bundled
-`default`; `snapshot`: the snapshot's pods). docs/kubernetes.md is the operator's guide.
+`default`; `snapshot`: the snapshot's pods). GPU models: the bundled OpenB models, the
+snapshot's and --models make the vocabulary (a node of another model is kept without its
+GPUs); a model-agnostic network reads each model's row of the per-model table, extended by
+the JSON file the environment variable VTE_OPENB_GPU_MODELS names. docs/kubernetes.md is
+the operator's guide.
 """
 
 from __future__ import annotations
