@@ -530,6 +530,17 @@ def test_nodes_in_full_as_go_writes_them_take_the_fast_path(trace, typical):
             assert client.post("/vte/prioritize", content=b).status_code == 200
 
 
+# GPU models OpenB lacks, as an operator gives them (`VTE_OPENB_GPU_MODELS`'s file), and a
+# node of each.
+NEW_MODELS = {"H100-80GB": {"memory_gib": 80, "idle_w": 60, "max_w": 700},
+              "A100-40GB": {"memory_gib": 40, "idle_w": 50, "max_w": 400}}
+
+
+def new_model_nodes():
+    return [gpu_node("h", 8, model="H100-80GB", cpu="96", memory="1024Gi"),
+            gpu_node("a", 4, model="A100-40GB")]
+
+
 def test_a_cluster_of_other_gpu_models_is_served_by_the_agnostic_network_only(tmp_path,
                                                                                monkeypatch):
     """An operator's cluster of H100 and A100 nodes, the models added to the per-model table
@@ -541,12 +552,9 @@ def test_a_cluster_of_other_gpu_models_is_served_by_the_agnostic_network_only(tm
     monkeypatch.setattr(power, "GPU_MODELS", dict(power.GPU_MODELS))
     monkeypatch.setattr(power, "GPU_WATTS", dict(power.GPU_WATTS))
     table = tmp_path / "models.json"
-    table.write_text(json.dumps({"H100-80GB": {"memory_gib": 80, "idle_w": 60, "max_w": 700},
-                                 "A100-40GB": {"memory_gib": 40, "idle_w": 50, "max_w": 400}}))
+    table.write_text(json.dumps(NEW_MODELS))
     assert power.load_gpu_models(str(table)) == ["H100-80GB", "A100-40GB"]
-    snapshot = {"apiVersion": "v1", "kind": "List", "items": [
-        gpu_node("h", 8, model="H100-80GB", cpu="96", memory="1024Gi"),
-        gpu_node("a", 4, model="A100-40GB"),
+    snapshot = {"apiVersion": "v1", "kind": "List", "items": new_model_nodes() + [
         pod("run", count="1", milli="1000", node="a", index="0", phase="Running")]}
     (tmp_path / "s.json").write_text(json.dumps(snapshot))
     flags = ["--snapshot", str(tmp_path / "s.json"), "--typical", "snapshot",
@@ -579,11 +587,8 @@ def test_the_extender_command_serves_new_gpu_models_and_restarts_from_its_cache(
     import sys
     import urllib.request
     models = tmp_path / "models.json"
-    models.write_text(json.dumps({"H100-80GB": {"memory_gib": 80, "idle_w": 60, "max_w": 700},
-                                  "A100-40GB": {"memory_gib": 40, "idle_w": 50, "max_w": 400}}))
-    snapshot = {"apiVersion": "v1", "kind": "List", "items": [
-        gpu_node("h", 8, model="H100-80GB", cpu="96", memory="1024Gi"),
-        gpu_node("a", 4, model="A100-40GB")]}
+    models.write_text(json.dumps(NEW_MODELS))
+    snapshot = {"apiVersion": "v1", "kind": "List", "items": new_model_nodes()}
     (tmp_path / "s.json").write_text(json.dumps(snapshot))
     cache = tmp_path / "jax"
     env = {**os.environ, "VTE_OPENB_GPU_MODELS": str(models), "JAX_LOG_COMPILES": "1",
@@ -591,11 +596,13 @@ def test_the_extender_command_serves_new_gpu_models_and_restarts_from_its_cache(
 
     def serve():
         port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "vte.serve", "--protocol", "kube-extender", "--policy",
-             "zoo:openb-agnostic", "--snapshot", str(tmp_path / "s.json"), "--port", str(port),
-             "--compilation-cache", str(cache)], env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT)
+        log = tmp_path / f"server_{port}.log"          # a file: a pipe nobody reads fills up
+        with log.open("w") as out:                      # the child keeps its own copy
+            server = subprocess.Popen(
+                [sys.executable, "-m", "vte.serve", "--protocol", "kube-extender", "--policy",
+                 "zoo:openb-agnostic", "--snapshot", str(tmp_path / "s.json"), "--port",
+                 str(port), "--compilation-cache", str(cache)], env=env, stdout=out,
+                stderr=subprocess.STDOUT)
         try:
             for _ in range(900):
                 try:
@@ -603,7 +610,7 @@ def test_the_extender_command_serves_new_gpu_models_and_restarts_from_its_cache(
                         assert json.load(r)["status"] == "ok"
                         break
                 except OSError:                             # refused, or 503 while warming
-                    assert server.poll() is None, server.stdout.read().decode()
+                    assert server.poll() is None, log.read_text()
                     time.sleep(0.1)
             else:
                 pytest.fail("no /health answer in 90 s")
@@ -618,7 +625,8 @@ def test_the_extender_command_serves_new_gpu_models_and_restarts_from_its_cache(
             assert max(s["Score"] for s in scores) == 10
         finally:
             server.kill()
-        return server.communicate()[0].decode()
+            server.wait()
+        return log.read_text()
 
     first = serve()
     assert any(f.name.startswith("jit_") for f in cache.iterdir())

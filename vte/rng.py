@@ -43,27 +43,26 @@ STEP_REQUESTS = 0x33   # step: the arriving requests
 STEP_TWIN = 0x7417     # step: which nodes report, and the twin's noise
 SAMPLE = 0x5A3         # `categorical`: an agent's action
 
-def hash32(x: jax.Array) -> jax.Array:
-    """lowbias32 integer hash, uint32 -> uint32, a bijection with good avalanche."""
-    x = x.astype(jnp.uint32)
+def _lowbias32(x):
+    """The lowbias32 rounds on a uint32 array of JAX or NumPy (wrapping arithmetic): the one
+    formula of `hash32` and of the stream salts computed while tracing."""
     x = x ^ (x >> 16)
     x = x * _M1
     x = x ^ (x >> 15)
     x = x * _M2
-    x = x ^ (x >> 16)
-    return x
+    return x ^ (x >> 16)
+
+
+def hash32(x: jax.Array) -> jax.Array:
+    """lowbias32 integer hash, uint32 -> uint32, a bijection with good avalanche."""
+    return _lowbias32(x.astype(jnp.uint32))
 
 
 def _hash32_const(x: int) -> np.uint32:
-    """`hash32` of a constant, computed while tracing (NumPy, wrapping uint32 arithmetic):
-    the same word, and no operations in the program."""
-    x = int(x) & 0xFFFFFFFF
-    x ^= x >> 16
-    x = (x * int(_M1)) & 0xFFFFFFFF
-    x ^= x >> 15
-    x = (x * int(_M2)) & 0xFFFFFFFF
-    x ^= x >> 16
-    return np.uint32(x)
+    """`hash32` of a constant, computed while tracing (in NumPy, on a one-element array,
+    whose uint32 arithmetic wraps silently): the same word, and no operations in the
+    program."""
+    return _lowbias32(np.array([int(x) & 0xFFFFFFFF], np.uint32))[0]
 
 
 def _salt(stream: int, lane: int) -> np.uint32:

@@ -36,7 +36,7 @@ def _rows(table, index: jax.Array) -> jax.Array:
     """`table[index]` for a small constant table (K,) or (K, M) indexed along its first axis:
     shape index.shape or index.shape + (M,), float32 unless the table is integer.
 
-    Built by `lookup` (a one-hot selection, which vectorises) rather than a gather."""
+    Built by `lookup` (a chain of selects, which vectorises) rather than a gather."""
     return lookup(np.asarray(table), index)
 
 

@@ -130,19 +130,18 @@ def as_policy(net: OpenBNet, variables, num_models: int | Sequence[str], prefere
     if encoding == ONEHOT:
         known = trained_models is not None and names is not None
         trained = f" (one-hot: {', '.join(trained_models)})" if known else ""
+        lacks = [m for m in names if m not in trained_models] if known else []
+        unknown = f" ({', '.join(lacks)} unknown to it)" if lacks else ""
         if columns != count:
-            lacks = [m for m in names if m not in trained_models] if known else []
-            unknown = f" ({', '.join(lacks)} unknown to it)" if lacks else ""
             raise ValueError(f"the network was trained on a node file with {columns} GPU "
                              f"models; this one has {count}{unknown}: use the node file it "
-                             f"trained on{trained}, or a network of the agnostic encoding (such as the "
-                             "zoo's openb-agnostic)")
+                             f"trained on{trained}, or a network of the agnostic encoding "
+                             "(such as the zoo's openb-agnostic)")
         if known and tuple(trained_models) != names:
-            lacks = [m for m in names if m not in trained_models]
             raise ValueError(
                 f"the network encodes GPU models one-hot and was trained on "
                 f"{', '.join(trained_models)}; this node file's models are {', '.join(names)}"
-                + (f" ({', '.join(lacks)} unknown to it)" if lacks else " (another order)")
+                + (unknown or " (another order)")
                 + ": use a node file of the models it trained on, or a network of the "
                 "agnostic encoding (such as the zoo's openb-agnostic)")
     elif columns != GPU_FEATURES:

@@ -339,8 +339,8 @@ def openb_agnostic(name: str) -> str:
     node_columns = {e: env_.observation_columns(params)["nodes"]
                     for e, (env_, params) in made.items()}
     node_features = next(i for i, (a, b) in enumerate(zip(*node_columns.values())) if a != b)
-    GPU_COLUMNS = node_columns[env["encoding"]][node_features:]
-    assert variables["params"]["node_in"]["kernel"].shape[0] == node_features + len(GPU_COLUMNS)
+    gpu_columns = node_columns[env["encoding"]][node_features:]
+    assert variables["params"]["node_in"]["kernel"].shape[0] == node_features + len(gpu_columns)
     rows, facts = _openb_rows(config, AGNOSTIC_FILES)
     shipped = _openb_rows(_json(os.path.join(zoo.path("openb-evidence"), "config.json")))[1]
     behind = [t for t, g in facts["gain_by_trace"].items()
@@ -360,7 +360,7 @@ def openb_agnostic(name: str) -> str:
     nodes, gpus = facts["cluster"]
     more_failed = ", ".join(f"{t} (+{d:.1f} a seed)" for t, d in facts["more_failed"]) or "none"
     closed = sorted(facts["closed"])
-    columns = "\n".join(f"  - `{c.name}`: {c.meaning}" for c in GPU_COLUMNS)
+    columns = "\n".join(f"  - `{c.name}`: {c.meaning}" for c in gpu_columns)
     models = made["onehot"][0].model_names
     table = made["onehot"][1].power                  # OpenB's models' rows of the table
     return f"""## openb-agnostic: the OpenB scheduler network for any GPU models
@@ -390,7 +390,7 @@ python -m vte.serve --protocol kube-extender --policy zoo:openb-agnostic --snaps
   context (mean and max over the nodes), the same weights for any number of nodes.
 - **Inputs** (`vte.openb.env.Observation`, encoding `{env['encoding']}`): per node
   {node_features} features as `openb-evidence` reads them (its free CPU, memory and GPUs,
-  FGD's gain and score, its rank, ...) and {len(GPU_COLUMNS)} for its GPU model:
+  FGD's gain and score, its rank, ...) and {len(gpu_columns)} for its GPU model:
 {columns}
 
   Besides: the pod to place and the arrived share of the cluster's GPUs. Trained at power
